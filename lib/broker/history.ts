@@ -1,0 +1,103 @@
+import { randomBytes } from 'node:crypto';
+import { HistoryError } from '../errors';
+import type { BrokerConfig, StreamMessage } from './types';
+
+/** A stream's epoch and the last offset handed out under it. */
+export interface StreamMeta {
+  readonly epoch: string;
+  readonly lastOffset: number;
+}
+
+/** A message as stored in history. */
+export interface StoredMessage {
+  readonly offset: number;
+  readonly data: string;
+  /** Milliseconds since the epoch. */
+  readonly timestamp: number;
+  /** Milliseconds since the epoch. */
+  readonly expiresAt: number;
+}
+
+/** A new random epoch. */
+export function newEpoch(): string {
+  return randomBytes(4).toString('hex');
+}
+
+/** The lowest offset still retained by the history limit. */
+export function lowestRetainedOffset(meta: StreamMeta, config: BrokerConfig): number {
+  return Math.max(1, meta.lastOffset - config.historyLimit + 1);
+}
+
+/** Whether `message` is still retained at `now` (TTL and limit). */
+export function isRetained(
+  message: StoredMessage,
+  meta: StreamMeta,
+  config: BrokerConfig,
+  now: number,
+): boolean {
+  return message.expiresAt > now && message.offset >= lowestRetainedOffset(meta, config);
+}
+
+/**
+ * Applies the recovery rule to the retained messages after `offset`: everything after
+ * `offset` must still be there, or the client would silently miss messages.
+ */
+export function historyFromRetained(
+  stream: string,
+  meta: StreamMeta | undefined,
+  epoch: string,
+  offset: number,
+  retainedAfter: readonly StoredMessage[],
+): StreamMessage[] {
+  if (!meta || meta.epoch !== epoch) {
+    throw new HistoryError(`unknown epoch: ${epoch}, current: ${meta?.epoch ?? 'none'}`, {
+      stream,
+      epoch,
+      offset,
+    });
+  }
+  if (offset > meta.lastOffset) {
+    throw new HistoryError(
+      `offset ${offset} is ahead of stream ${stream}, last offset: ${meta.lastOffset}`,
+      { stream, epoch, offset },
+    );
+  }
+  if (offset === meta.lastOffset) return [];
+  const first = retainedAfter[0];
+  if (!first || first.offset !== offset + 1) {
+    throw new HistoryError(
+      `history of ${stream} after offset ${offset} is no longer retained, oldest: ${first?.offset ?? 'none'}`,
+      { stream, epoch, offset },
+    );
+  }
+  return retainedAfter.map((m) => toStreamMessage(stream, meta.epoch, m));
+}
+
+/** A stored message as a broker output. */
+export function toStreamMessage(stream: string, epoch: string, m: StoredMessage): StreamMessage {
+  return { stream, data: m.data, offset: m.offset, epoch };
+}
+
+/** The effective config: defaults plus overrides, validated. */
+export function resolveBrokerConfig(
+  defaults: BrokerConfig,
+  overrides: Partial<BrokerConfig> | undefined,
+): BrokerConfig {
+  const config = { ...defaults, ...overrides };
+  for (const [name, value] of Object.entries(config)) {
+    if (!Number.isFinite(value) || value <= 0) {
+      throw new RangeError(`broker config ${name} must be a positive number, got: ${value}`);
+    }
+  }
+  return config;
+}
+
+/** How long a session that was committed but never finished is kept: API Gateway's 2 h maximum plus the TTL. */
+export function activeSessionExpiry(now: number, config: BrokerConfig): number {
+  return now + (7200 + config.sessionsTtl) * 1000;
+}
+
+/** Describes a broker for the startup log. */
+export function describeBroker(kind: string, config: BrokerConfig): string {
+  return `Using ${kind} broker (history limit: ${config.historyLimit}, history ttl: ${config.historyTtl}s, sessions ttl: ${config.sessionsTtl}s)`;
+}

@@ -1,0 +1,119 @@
+import { type Clock, systemClock } from '../messaging/types';
+import { SubscriptionTracking } from './base';
+import {
+  activeSessionExpiry,
+  describeBroker,
+  historyFromRetained,
+  isRetained,
+  newEpoch,
+  resolveBrokerConfig,
+  type StoredMessage,
+  type StreamMeta,
+  toStreamMessage,
+} from './history';
+import {
+  type Broker,
+  type BrokerConfig,
+  type BrokerOptions,
+  type Cacheable,
+  defaultBrokerConfig,
+  type StreamMessage,
+} from './types';
+
+interface MemoryStream {
+  meta: StreamMeta;
+  messages: StoredMessage[];
+}
+
+/** A broker keeping history and sessions in process memory (one node, tests, local runs). */
+export class MemoryBroker extends SubscriptionTracking implements Broker {
+  private readonly config: BrokerConfig;
+  private readonly clock: Clock;
+  private readonly streams = new Map<string, MemoryStream>();
+  private readonly sessions = new Map<string, { data: Uint8Array; expiresAt: number }>();
+
+  constructor(options: BrokerOptions) {
+    super(options.broadcaster);
+    this.config = resolveBrokerConfig(defaultBrokerConfig(), options.config);
+    this.clock = options.clock ?? systemClock;
+  }
+
+  async start(): Promise<void> {}
+
+  async shutdown(): Promise<void> {}
+
+  announce(): string {
+    return describeBroker('memory', this.config);
+  }
+
+  async handleBroadcast(msg: StreamMessage): Promise<void> {
+    if (msg.meta?.transient) {
+      await this.broadcaster.broadcast(msg);
+      return;
+    }
+    const now = this.clock.now();
+    let stream = this.streams.get(msg.stream);
+    if (!stream) {
+      stream = { meta: { epoch: newEpoch(), lastOffset: 0 }, messages: [] };
+      this.streams.set(msg.stream, stream);
+    }
+    const offset = stream.meta.lastOffset + 1;
+    stream.meta = { epoch: stream.meta.epoch, lastOffset: offset };
+    stream.messages.push({
+      offset,
+      data: msg.data,
+      timestamp: now,
+      expiresAt: now + this.config.historyTtl * 1000,
+    });
+    const meta = stream.meta;
+    const kept = stream.messages.filter((m) => isRetained(m, meta, this.config, now));
+    stream.messages = kept;
+    await this.broadcaster.broadcast({ ...msg, offset, epoch: stream.meta.epoch });
+  }
+
+  async historyFrom(stream: string, epoch: string, offset: number): Promise<StreamMessage[]> {
+    const s = this.streams.get(stream);
+    return historyFromRetained(
+      stream,
+      s?.meta,
+      epoch,
+      offset,
+      this.retained(s).filter((m) => m.offset > offset),
+    );
+  }
+
+  async historySince(stream: string, tsSeconds: number): Promise<StreamMessage[]> {
+    const s = this.streams.get(stream);
+    if (!s) return [];
+    return this.retained(s)
+      .filter((m) => m.timestamp >= tsSeconds * 1000)
+      .map((m) => toStreamMessage(stream, s.meta.epoch, m));
+  }
+
+  async commitSession(sid: string, session: Cacheable): Promise<void> {
+    const data = await session.toCacheEntry();
+    this.sessions.set(sid, { data, expiresAt: activeSessionExpiry(this.clock.now(), this.config) });
+  }
+
+  async restoreSession(sid: string): Promise<Uint8Array | null> {
+    const session = this.sessions.get(sid);
+    if (!session) return null;
+    if (session.expiresAt <= this.clock.now()) {
+      this.sessions.delete(sid);
+      return null;
+    }
+    return session.data;
+  }
+
+  async finishSession(sid: string): Promise<void> {
+    const session = this.sessions.get(sid);
+    if (!session) return;
+    session.expiresAt = this.clock.now() + this.config.sessionsTtl * 1000;
+  }
+
+  private retained(s: MemoryStream | undefined): StoredMessage[] {
+    if (!s) return [];
+    const now = this.clock.now();
+    return s.messages.filter((m) => isRetained(m, s.meta, this.config, now));
+  }
+}

@@ -1,0 +1,103 @@
+import type { Clock } from '../messaging/types';
+
+/** A message published to a stream. */
+export interface StreamMessage {
+  /** The stream name. */
+  readonly stream: string;
+  /** The payload, usually a JSON string. */
+  readonly data: string;
+  /** Position in the stream, set by the broker (first is 1). */
+  readonly offset?: number;
+  /** The stream's epoch, set by the broker. */
+  readonly epoch?: string;
+  /** Delivery hints. */
+  readonly meta?: { readonly transient?: boolean };
+}
+
+/** A command for every node: disconnect an identity, unsubscribe a stream. */
+export interface RemoteCommandMessage {
+  /** The command name, e.g. `disconnect`. */
+  readonly command: string;
+  /** The command's arguments. */
+  readonly payload: unknown;
+}
+
+/** Delivers broker output to connected clients (API Gateway WebSockets in production). */
+export interface Broadcaster {
+  /** Delivers a stream message to the stream's subscribers. */
+  broadcast(msg: StreamMessage): void | Promise<void>;
+  /** Delivers a remote command. */
+  broadcastCommand(cmd: RemoteCommandMessage): void | Promise<void>;
+  /** Called when the first local subscriber of `stream` appears. */
+  subscribe(stream: string): void | Promise<void>;
+  /** Called when the last local subscriber of `stream` leaves. */
+  unsubscribe(stream: string): void | Promise<void>;
+}
+
+/** Something that can be stored in the session cache. */
+export interface Cacheable {
+  /** The bytes to store. */
+  toCacheEntry(): Uint8Array | Promise<Uint8Array>;
+}
+
+/** Broker limits, in seconds and messages. */
+export interface BrokerConfig {
+  /**
+   * Seconds a stream message is kept for history.
+   * @default 300
+   */
+  readonly historyTtl: number;
+  /**
+   * Messages kept per stream.
+   * @default 100
+   */
+  readonly historyLimit: number;
+  /**
+   * Seconds a session is kept after its connection finished.
+   * @default 300
+   */
+  readonly sessionsTtl: number;
+}
+
+/** The defaults of AnyCable: 300 s history, 100 messages, 300 s sessions. */
+export function defaultBrokerConfig(): BrokerConfig {
+  return { historyTtl: 300, historyLimit: 100, sessionsTtl: 300 };
+}
+
+/** Stream history, session cache and subscription tracking (AnyCable `broker.Broker`). */
+export interface Broker {
+  /** Starts background work, if any. */
+  start(): Promise<void>;
+  /** Stops background work. */
+  shutdown(): Promise<void>;
+  /** Describes the broker and its limits, for the startup log. */
+  announce(): string;
+  /** Numbers, stores and broadcasts a message; a transient one is only broadcast. */
+  handleBroadcast(msg: StreamMessage): Promise<void>;
+  /** Passes a remote command to the broadcaster. */
+  handleCommand(cmd: RemoteCommandMessage): Promise<void>;
+  /** Registers a local subscriber of `stream`; returns the stream name. */
+  subscribe(stream: string): Promise<string>;
+  /** Removes a local subscriber of `stream`; returns the stream name. */
+  unsubscribe(stream: string): Promise<string>;
+  /** Messages after `offset` under `epoch`, in order; throws `HistoryError` when it cannot serve them all. */
+  historyFrom(stream: string, epoch: string, offset: number): Promise<StreamMessage[]>;
+  /** Retained messages with a timestamp `>=` `tsSeconds`, in order. */
+  historySince(stream: string, tsSeconds: number): Promise<StreamMessage[]>;
+  /** Stores a session; keeps it alive. */
+  commitSession(sid: string, session: Cacheable): Promise<void>;
+  /** The stored session, or `null` if unknown or expired. */
+  restoreSession(sid: string): Promise<Uint8Array | null>;
+  /** Marks a session finished: it expires `sessionsTtl` seconds later. */
+  finishSession(sid: string): Promise<void>;
+}
+
+/** Options shared by the history-keeping brokers. */
+export interface BrokerOptions {
+  /** Receives numbered messages and commands. */
+  readonly broadcaster: Broadcaster;
+  /** @default {@link defaultBrokerConfig} */
+  readonly config?: Partial<BrokerConfig>;
+  /** Drives every TTL decision. @default the system clock */
+  readonly clock?: Clock;
+}

@@ -1,0 +1,112 @@
+/**
+ * The one error hierarchy of lambdacable. Every error a caller can see is a
+ * {@link LambdacableError}; context lives in fields, the cause is kept.
+ */
+export class LambdacableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'LambdacableError';
+  }
+}
+
+/** An AckManager was asked something its levels forbid (re-reading an id, completing an unknown partition). */
+export class AckManagerError extends LambdacableError {
+  readonly id: bigint | undefined;
+  readonly partition: string | undefined;
+  constructor(message: string, fields: { id?: bigint; partition?: string } = {}) {
+    super(message);
+    this.name = 'AckManagerError';
+    this.id = fields.id;
+    this.partition = fields.partition;
+  }
+}
+
+/** History cannot be served from the requested position: unknown epoch, a gap, or a broker without history. */
+export class HistoryError extends LambdacableError {
+  readonly stream: string | undefined;
+  readonly epoch: string | undefined;
+  readonly offset: number | undefined;
+  constructor(
+    message: string,
+    fields: { stream?: string; epoch?: string; offset?: number; cause?: unknown } = {},
+  ) {
+    super(message, { cause: fields.cause });
+    this.name = 'HistoryError';
+    this.stream = fields.stream;
+    this.epoch = fields.epoch;
+    this.offset = fields.offset;
+  }
+}
+
+/** An event whose type was never registered with {@link EventTopics}. */
+export class UnknownEventTypeError extends LambdacableError {
+  readonly eventType: string;
+  constructor(eventType: string) {
+    super(`unknown event type: ${eventType}, register it with EventTopics first`);
+    this.name = 'UnknownEventTypeError';
+    this.eventType = eventType;
+  }
+}
+
+/** Bytes that are not a Confluent-framed Avro payload this registry can read. */
+export class DecodeError extends LambdacableError {
+  readonly schemaId: number | undefined;
+  constructor(message: string, fields: { schemaId?: number; cause?: unknown } = {}) {
+    super(message, { cause: fields.cause });
+    this.name = 'DecodeError';
+    this.schemaId = fields.schemaId;
+  }
+}
+
+/** A value that does not match its event type's Avro schema, or an event too large to carry. */
+export class EncodeError extends LambdacableError {
+  readonly eventType: string;
+  constructor(message: string, fields: { eventType: string; cause?: unknown }) {
+    super(message, { cause: fields.cause });
+    this.name = 'EncodeError';
+    this.eventType = fields.eventType;
+  }
+}
+
+/** The registry refused a schema version that cannot read data written with the previous one. */
+export class SchemaCompatibilityError extends LambdacableError {
+  readonly subject: string;
+  constructor(message: string, fields: { subject: string; cause?: unknown }) {
+    super(message, { cause: fields.cause });
+    this.name = 'SchemaCompatibilityError';
+    this.subject = fields.subject;
+  }
+}
+
+/** An event sender used out of order (initialized twice, used after close, no outbox for sendInTx). */
+export class EventSenderError extends LambdacableError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EventSenderError';
+  }
+}
+
+/** A message that cannot be consumed: malformed body or attributes. */
+export class MessageFormatError extends LambdacableError {
+  readonly messageId: string | undefined;
+  constructor(message: string, fields: { messageId?: string; cause?: unknown } = {}) {
+    super(message, { cause: fields.cause });
+    this.name = 'MessageFormatError';
+    this.messageId = fields.messageId;
+  }
+}
+
+/** A call to an AWS service failed after the SDK's own retries. */
+export class AwsResourceError extends LambdacableError {
+  readonly resource: string;
+  readonly ids: readonly string[];
+  constructor(
+    message: string,
+    fields: { resource: string; ids?: readonly string[]; cause?: unknown },
+  ) {
+    super(message, { cause: fields.cause });
+    this.name = 'AwsResourceError';
+    this.resource = fields.resource;
+    this.ids = fields.ids ?? [];
+  }
+}

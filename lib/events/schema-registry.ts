@@ -1,0 +1,60 @@
+import avro from 'avsc';
+import { SchemaCompatibilityError } from '../errors';
+
+/** A schema registry: subject → versions, global ids (Confluent semantics). */
+export interface SchemaRegistry {
+  /** Registers `schema` under `subject` and returns its id; identical schemas get the same id. */
+  register(subject: string, schema: avro.Schema): Promise<number>;
+  /** The schema with `id`, or `undefined`. */
+  getById(id: number): Promise<avro.Schema | undefined>;
+}
+
+/** The canonical JSON of a schema: equal for equal schemas, whatever their spelling. */
+export function canonicalSchema(schema: avro.Schema): string {
+  return JSON.stringify(avro.Type.forSchema(schema).schema());
+}
+
+/**
+ * BACKWARD compatibility: a reader on the new schema must read data written with the
+ * previous one. Throws {@link SchemaCompatibilityError} otherwise.
+ */
+export function assertBackwardCompatible(
+  subject: string,
+  previous: avro.Schema,
+  next: avro.Schema,
+): void {
+  try {
+    avro.Type.forSchema(next).createResolver(avro.Type.forSchema(previous));
+  } catch (cause) {
+    throw new SchemaCompatibilityError(
+      `schema for ${subject} is not backward compatible with the previous version: ${(cause as Error).message}`,
+      { subject, cause },
+    );
+  }
+}
+
+/** An in-memory {@link SchemaRegistry}. */
+export class MemorySchemaRegistry implements SchemaRegistry {
+  private readonly idsByCanonical = new Map<string, number>();
+  private readonly schemasById = new Map<number, avro.Schema>();
+  private readonly versions = new Map<string, string[]>();
+
+  async register(subject: string, schema: avro.Schema): Promise<number> {
+    const canonical = canonicalSchema(schema);
+    const versions = this.versions.get(subject) ?? [];
+    const existing = this.idsByCanonical.get(canonical);
+    if (existing !== undefined && versions.includes(canonical)) return existing;
+    const latest = versions[versions.length - 1];
+    if (latest !== undefined) assertBackwardCompatible(subject, JSON.parse(latest), schema);
+    const id = existing ?? this.idsByCanonical.size + 1;
+    this.idsByCanonical.set(canonical, id);
+    this.schemasById.set(id, JSON.parse(canonical));
+    versions.push(canonical);
+    this.versions.set(subject, versions);
+    return id;
+  }
+
+  async getById(id: number): Promise<avro.Schema | undefined> {
+    return this.schemasById.get(id);
+  }
+}
