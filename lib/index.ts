@@ -25,6 +25,7 @@ export {
   type EventDefinition,
   type EventHeader,
   type EventMetadata,
+  type EventRecordSchema,
   EventTopics,
   type EventType,
   withKey,

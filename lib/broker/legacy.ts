@@ -24,7 +24,7 @@ export class LegacyBroker extends SubscriptionTracking implements Broker {
     throw new HistoryError('history not supported', { stream, epoch, offset });
   }
 
-  async historySince(stream: string): Promise<StreamMessage[]> {
+  async historySince(stream: string, _tsSeconds: number): Promise<StreamMessage[]> {
     throw new HistoryError('history not supported', { stream });
   }
 

@@ -45,7 +45,10 @@ export class AvroCodec {
   async register<T>(type: EventType<T>): Promise<number> {
     const known = this.ids.get(type.name);
     if (known !== undefined) return known;
-    const id = await this.registry.register(type.name, type.avroType.schema() as avro.Schema);
+    const id = await this.registry.register(
+      type.name,
+      type.avroType.schema({ exportAttrs: true }) as avro.Schema,
+    );
     this.ids.set(type.name, id);
     return id;
   }

@@ -1,12 +1,26 @@
 import avro from 'avsc';
 import { UnknownEventTypeError } from '../errors';
 
+/** An Avro record schema; `name` defaults to the event name. */
+export interface EventRecordSchema {
+  readonly type: 'record';
+  readonly name?: string;
+  readonly namespace?: string;
+  readonly doc?: string;
+  readonly fields: readonly {
+    readonly name: string;
+    readonly type: unknown;
+    readonly default?: unknown;
+    readonly doc?: string;
+  }[];
+}
+
 /** Options of {@link defineEvent}. */
 export interface EventDefinition<T> {
   /** The Avro full name of the record, e.g. `shop.OrderPlaced`. */
   readonly name: string;
-  /** The Avro record schema (its `name` defaults to `name`). */
-  readonly schema: avro.Schema;
+  /** The Avro record schema. */
+  readonly schema: EventRecordSchema;
   /** The topic the event goes to, unless {@link EventTopics} says otherwise. */
   readonly topic?: string;
   /** Derives the key (the partition) from the value when the event has none. */
@@ -43,11 +57,7 @@ export interface EventHeader {
 
 /** Defines an Avro-typed event. */
 export function defineEvent<T>(definition: EventDefinition<T>): EventType<T> {
-  const schema = (
-    typeof definition.schema === 'object' && !Array.isArray(definition.schema)
-      ? { name: definition.name, ...definition.schema }
-      : definition.schema
-  ) as avro.Schema;
+  const schema = { name: definition.name, ...definition.schema } as unknown as avro.Schema;
   const avroType = avro.Type.forSchema(schema);
   if (avroType.name !== definition.name) {
     throw new TypeError(

@@ -11,7 +11,7 @@ export interface SchemaRegistry {
 
 /** The canonical JSON of a schema: equal for equal schemas, whatever their spelling. */
 export function canonicalSchema(schema: avro.Schema): string {
-  return JSON.stringify(avro.Type.forSchema(schema).schema());
+  return JSON.stringify(avro.Type.forSchema(schema).schema({ exportAttrs: true }));
 }
 
 /**

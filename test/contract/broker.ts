@@ -1,0 +1,280 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { type Broker, type BrokerConfig, HistoryError, type StreamMessage } from '../../lib';
+import { RecordingBroadcaster } from '../helpers/broadcaster';
+import { FakeClock } from '../helpers/clock';
+
+/** What a broker factory receives. */
+export interface BrokerFactoryOptions {
+  broadcaster: RecordingBroadcaster;
+  config: Partial<BrokerConfig>;
+  clock: FakeClock;
+}
+
+/** Builds a fresh broker; `streamPrefix` keeps tests apart on shared tables. */
+export type BrokerFactory = (options: BrokerFactoryOptions) => Promise<Broker> | Broker;
+
+let unique = 0;
+/** A stream name no other test uses. */
+function streamName(label: string): string {
+  unique++;
+  return `${label}/${process.pid}-${Date.now()}-${unique}`;
+}
+
+function payloads(messages: readonly StreamMessage[]): string[] {
+  return messages.map((m) => m.data);
+}
+
+/**
+ * The Broker contract: every history-keeping broker (memory, DynamoDB) passes it
+ * unchanged. Time is a {@link FakeClock}.
+ */
+export function brokerContract(name: string, factory: BrokerFactory): void {
+  describe(`${name} (Broker contract)`, () => {
+    let clock: FakeClock;
+    let broadcaster: RecordingBroadcaster;
+    let broker: Broker;
+
+    async function make(config: Partial<BrokerConfig> = {}): Promise<Broker> {
+      broker = await factory({ broadcaster, config, clock });
+      await broker.start();
+      return broker;
+    }
+
+    async function publish(stream: string, ...data: string[]): Promise<void> {
+      for (const d of data) {
+        await broker.handleBroadcast({ stream, data: d });
+        clock.advance(1000);
+      }
+    }
+
+    function epochOf(stream: string): string {
+      const msg = broadcaster.messages.find((m) => m.stream === stream && m.epoch);
+      if (!msg?.epoch) throw new Error(`no epoch seen for ${stream}`);
+      return msg.epoch;
+    }
+
+    beforeEach(async () => {
+      clock = new FakeClock();
+      broadcaster = new RecordingBroadcaster();
+      await make();
+    });
+
+    describe('handleBroadcast', () => {
+      it('numbers messages from 1 with one epoch per stream and broadcasts them', async () => {
+        const s = streamName('numbers');
+        await publish(s, 'a', 'b', 'c');
+        expect(broadcaster.messages.map((m) => m.offset)).toEqual([1, 2, 3]);
+        const epochs = new Set(broadcaster.messages.map((m) => m.epoch));
+        expect(epochs.size).toBe(1);
+        expect([...epochs][0]).toMatch(/.+/);
+        expect(payloads(broadcaster.messages)).toEqual(['a', 'b', 'c']);
+      });
+
+      it('gives every stream its own sequence', async () => {
+        const s1 = streamName('one');
+        const s2 = streamName('two');
+        await publish(s1, 'a');
+        await publish(s2, 'x');
+        await publish(s1, 'b');
+        expect(broadcaster.messages.map((m) => [m.stream, m.offset])).toEqual([
+          [s1, 1],
+          [s2, 1],
+          [s1, 2],
+        ]);
+      });
+
+      it('broadcasts transient messages without storing or numbering them', async () => {
+        const s = streamName('transient');
+        await publish(s, 'kept');
+        await broker.handleBroadcast({ stream: s, data: 'typing', meta: { transient: true } });
+        const transient = broadcaster.messages[1]!;
+        expect(transient.data).toBe('typing');
+        expect(transient.offset).toBeUndefined();
+        expect(transient.epoch).toBeUndefined();
+        expect(payloads(await broker.historyFrom(s, epochOf(s), 0))).toEqual(['kept']);
+        await publish(s, 'next');
+        expect(broadcaster.messages[2]!.offset).toBe(2);
+      });
+    });
+
+    describe('historyFrom', () => {
+      it('returns the messages after the offset, in order', async () => {
+        const s = streamName('from');
+        await publish(s, 'a', 'b', 'c');
+        const history = await broker.historyFrom(s, epochOf(s), 1);
+        expect(payloads(history)).toEqual(['b', 'c']);
+        expect(history.map((m) => m.offset)).toEqual([2, 3]);
+        expect(history.every((m) => m.epoch === epochOf(s) && m.stream === s)).toBe(true);
+      });
+
+      it('serves what the limit retains and throws for a position before it', async () => {
+        const s = streamName('limit');
+        await make({ historyLimit: 2 });
+        await publish(s, 'm1', 'm2', 'm3');
+        expect(payloads(await broker.historyFrom(s, epochOf(s), 1))).toEqual(['m2', 'm3']);
+        await expect(broker.historyFrom(s, epochOf(s), 0)).rejects.toThrow(HistoryError);
+      });
+
+      it('returns [] at the latest offset', async () => {
+        const s = streamName('latest');
+        await publish(s, 'a', 'b');
+        expect(await broker.historyFrom(s, epochOf(s), 2)).toEqual([]);
+      });
+
+      it('returns [] at the latest offset after every message expired', async () => {
+        const s = streamName('expired-latest');
+        await make({ historyTtl: 60 });
+        await publish(s, 'a', 'b');
+        clock.advanceSeconds(3600);
+        expect(await broker.historyFrom(s, epochOf(s), 2)).toEqual([]);
+      });
+
+      it('throws for a position whose next messages expired', async () => {
+        const s = streamName('expired-gap');
+        await make({ historyTtl: 60 });
+        await publish(s, 'a', 'b');
+        clock.advanceSeconds(3600);
+        await expect(broker.historyFrom(s, epochOf(s), 1)).rejects.toThrow(/no longer retained/);
+      });
+
+      it('never returns an expired message', async () => {
+        const s = streamName('partly-expired');
+        await make({ historyTtl: 10 });
+        await publish(s, 'old');
+        clock.advanceSeconds(20);
+        await publish(s, 'new');
+        expect(payloads(await broker.historyFrom(s, epochOf(s), 1))).toEqual(['new']);
+        await expect(broker.historyFrom(s, epochOf(s), 0)).rejects.toThrow(HistoryError);
+      });
+
+      it('throws HistoryError naming both epochs for an unknown epoch', async () => {
+        const s = streamName('epoch');
+        await publish(s, 'a');
+        const current = epochOf(s);
+        const error = await broker.historyFrom(s, 'bogus', 0).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(HistoryError);
+        expect((error as Error).message).toContain('bogus');
+        expect((error as Error).message).toContain(current);
+      });
+
+      it('throws HistoryError for a stream that has no history', async () => {
+        await expect(broker.historyFrom(streamName('none'), 'e', 0)).rejects.toThrow(HistoryError);
+      });
+
+      it('keeps the epoch and last offset after every message expired', async () => {
+        const s = streamName('keeps');
+        await make({ historyTtl: 10 });
+        await publish(s, 'a', 'b');
+        const epoch = epochOf(s);
+        clock.advanceSeconds(60);
+        await publish(s, 'c');
+        const last = broadcaster.messages[broadcaster.messages.length - 1]!;
+        expect(last.epoch).toBe(epoch);
+        expect(last.offset).toBe(3);
+        expect(payloads(await broker.historyFrom(s, epoch, 2))).toEqual(['c']);
+      });
+    });
+
+    describe('historySince', () => {
+      it('returns retained messages with a timestamp at or after the given second', async () => {
+        const s = streamName('since');
+        const start = clock.now() / 1000;
+        await publish(s, 'a', 'b', 'c');
+        expect(payloads(await broker.historySince(s, start + 1))).toEqual(['b', 'c']);
+        expect(payloads(await broker.historySince(s, start))).toEqual(['a', 'b', 'c']);
+        const history = await broker.historySince(s, start + 2);
+        expect(history.map((m) => m.offset)).toEqual([3]);
+        expect(history[0]!.epoch).toBe(epochOf(s));
+      });
+
+      it('leaves out expired messages', async () => {
+        const s = streamName('since-expired');
+        await make({ historyTtl: 10 });
+        const start = clock.now() / 1000;
+        await publish(s, 'a');
+        clock.advanceSeconds(30);
+        await publish(s, 'b');
+        expect(payloads(await broker.historySince(s, start))).toEqual(['b']);
+      });
+
+      it('returns [] for an unknown stream', async () => {
+        expect(await broker.historySince(streamName('unknown'), 0)).toEqual([]);
+      });
+    });
+
+    describe('subscriptions', () => {
+      it('subscribes the broadcaster on the first subscriber and unsubscribes on the last', async () => {
+        const s = streamName('subs');
+        expect(await broker.subscribe(s)).toBe(s);
+        await broker.subscribe(s);
+        expect(broadcaster.subscribed).toEqual([s]);
+        expect(await broker.unsubscribe(s)).toBe(s);
+        expect(broadcaster.unsubscribed).toEqual([]);
+        await broker.unsubscribe(s);
+        expect(broadcaster.unsubscribed).toEqual([s]);
+      });
+
+      it('passes remote commands to the broadcaster', async () => {
+        await broker.handleCommand({ command: 'disconnect', payload: { identifier: 'u1' } });
+        expect(broadcaster.commands).toEqual([
+          { command: 'disconnect', payload: { identifier: 'u1' } },
+        ]);
+      });
+    });
+
+    describe('sessions', () => {
+      const session = (text: string) => ({ toCacheEntry: () => new TextEncoder().encode(text) });
+      const decode = (bytes: Uint8Array | null) => (bytes ? new TextDecoder().decode(bytes) : null);
+
+      it('restores a committed session', async () => {
+        const sid = streamName('sid');
+        await broker.commitSession(sid, session('state-1'));
+        expect(decode(await broker.restoreSession(sid))).toBe('state-1');
+      });
+
+      it('returns null for an unknown session', async () => {
+        expect(await broker.restoreSession(streamName('nobody'))).toBeNull();
+      });
+
+      it('expires a session sessionsTtl seconds after finishSession', async () => {
+        const sid = streamName('sid');
+        await make({ sessionsTtl: 60 });
+        await broker.commitSession(sid, {
+          toCacheEntry: async () => new TextEncoder().encode('async'),
+        });
+        await broker.finishSession(sid);
+        clock.advanceSeconds(59);
+        expect(decode(await broker.restoreSession(sid))).toBe('async');
+        clock.advanceSeconds(2);
+        expect(await broker.restoreSession(sid)).toBeNull();
+      });
+
+      it('keeps a session alive when it is committed again', async () => {
+        const sid = streamName('sid');
+        await make({ sessionsTtl: 60 });
+        await broker.commitSession(sid, session('v1'));
+        await broker.finishSession(sid);
+        clock.advanceSeconds(50);
+        await broker.commitSession(sid, session('v2'));
+        clock.advanceSeconds(50);
+        expect(decode(await broker.restoreSession(sid))).toBe('v2');
+      });
+
+      it('keeps an unfinished session beyond sessionsTtl', async () => {
+        const sid = streamName('sid');
+        await make({ sessionsTtl: 60 });
+        await broker.commitSession(sid, session('live'));
+        clock.advanceSeconds(600);
+        expect(decode(await broker.restoreSession(sid))).toBe('live');
+      });
+    });
+
+    it('announces its kind and limits', async () => {
+      await make({ historyLimit: 7, historyTtl: 11, sessionsTtl: 13 });
+      const text = broker.announce();
+      expect(text).toMatch(/limit: 7/);
+      expect(text).toMatch(/history ttl: 11s/);
+      expect(text).toMatch(/sessions ttl: 13s/);
+    });
+  });
+}
