@@ -1,0 +1,22 @@
+import { AwsResourceError } from '../errors';
+
+/**
+ * Runs one SDK call (already retried by the SDK's retry strategy) and turns its failure
+ * into an {@link AwsResourceError} naming the operation, resource and ids.
+ */
+export async function awsCall<T>(
+  operation: string,
+  resource: string,
+  ids: readonly string[],
+  fn: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await fn();
+  } catch (cause) {
+    throw new AwsResourceError(`${operation} on ${resource} failed for ${ids.join(', ')}`, {
+      resource,
+      ids,
+      cause,
+    });
+  }
+}

@@ -1,0 +1,261 @@
+import {
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  paginateQuery,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { SubscriptionTracking } from '../../broker/base';
+import {
+  activeSessionExpiry,
+  describeBroker,
+  historyFromRetained,
+  lowestRetainedOffset,
+  newEpoch,
+  resolveBrokerConfig,
+  type StoredMessage,
+  type StreamMeta,
+  toStreamMessage,
+} from '../../broker/history';
+import {
+  type Broadcaster,
+  type Broker,
+  type BrokerConfig,
+  type Cacheable,
+  defaultBrokerConfig,
+  type StreamMessage,
+} from '../../broker/types';
+import { AwsResourceError } from '../../errors';
+import { type Clock, systemClock } from '../../messaging/types';
+
+/** Options of {@link DynamoBroker}. */
+export interface DynamoBrokerOptions {
+  readonly client: DynamoDBClient;
+  /** The `history` table: `pk` = stream, `sk` = offset; `sk` 0 is the stream's meta item. */
+  readonly historyTable: string;
+  /** The `sessions` table: `pk` = sid. */
+  readonly sessionsTable: string;
+  readonly broadcaster: Broadcaster;
+  /** @default {@link defaultBrokerConfig} */
+  readonly config?: Partial<BrokerConfig>;
+  /** Drives every TTL decision. @default the system clock */
+  readonly clock?: Clock;
+}
+
+const META = '0';
+
+/**
+ * The broker on DynamoDB: per-stream meta item (epoch created first-writer-wins by
+ * `if_not_exists`, atomic last-offset counter), message items with `expiresAt`, sessions
+ * with TTL. Reads filter on `expiresAt`, since TTL deletion lags.
+ */
+export class DynamoBroker extends SubscriptionTracking implements Broker {
+  private readonly config: BrokerConfig;
+  private readonly clock: Clock;
+  private readonly client: DynamoDBClient;
+
+  constructor(private readonly options: DynamoBrokerOptions) {
+    super(options.broadcaster);
+    this.config = resolveBrokerConfig(defaultBrokerConfig(), options.config);
+    this.clock = options.clock ?? systemClock;
+    this.client = options.client;
+  }
+
+  async start(): Promise<void> {}
+
+  async shutdown(): Promise<void> {}
+
+  announce(): string {
+    return describeBroker('DynamoDB', this.config);
+  }
+
+  async handleBroadcast(msg: StreamMessage): Promise<void> {
+    if (msg.meta?.transient) {
+      await this.broadcaster.broadcast(msg);
+      return;
+    }
+    const now = this.clock.now();
+    const table = this.options.historyTable;
+    const meta = await this.call('UpdateItem', table, msg.stream, () =>
+      this.client.send(
+        new UpdateItemCommand({
+          TableName: table,
+          Key: { pk: { S: msg.stream }, sk: { N: META } },
+          UpdateExpression:
+            'SET lastOffset = if_not_exists(lastOffset, :zero) + :one, epoch = if_not_exists(epoch, :epoch)',
+          ExpressionAttributeValues: {
+            ':zero': { N: '0' },
+            ':one': { N: '1' },
+            ':epoch': { S: newEpoch() },
+          },
+          ReturnValues: 'ALL_NEW',
+        }),
+      ),
+    );
+    const offset = Number(meta.Attributes?.lastOffset?.N);
+    const epoch = meta.Attributes?.epoch?.S ?? '';
+    await this.call('PutItem', table, msg.stream, () =>
+      this.client.send(
+        new PutItemCommand({
+          TableName: table,
+          Item: {
+            pk: { S: msg.stream },
+            sk: { N: String(offset) },
+            data: { S: msg.data },
+            ts: { N: String(now) },
+            expiresAt: { N: String((now + this.config.historyTtl * 1000) / 1000) },
+          },
+        }),
+      ),
+    );
+    const evicted = offset - this.config.historyLimit;
+    if (evicted > 0) {
+      // Best effort: reads ignore messages beyond the limit anyway.
+      await this.client
+        .send(
+          new DeleteItemCommand({
+            TableName: table,
+            Key: { pk: { S: msg.stream }, sk: { N: String(evicted) } },
+          }),
+        )
+        .catch(() => undefined);
+    }
+    await this.broadcaster.broadcast({ ...msg, offset, epoch });
+  }
+
+  async historyFrom(stream: string, epoch: string, offset: number): Promise<StreamMessage[]> {
+    const meta = await this.meta(stream);
+    if (!meta || meta.epoch !== epoch || offset >= meta.lastOffset) {
+      return historyFromRetained(stream, meta, epoch, offset, []);
+    }
+    const from = Math.max(offset + 1, lowestRetainedOffset(meta, this.config));
+    const retained = await this.retained(stream, meta, from);
+    return historyFromRetained(stream, meta, epoch, offset, retained);
+  }
+
+  async historySince(stream: string, tsSeconds: number): Promise<StreamMessage[]> {
+    const meta = await this.meta(stream);
+    if (!meta) return [];
+    const retained = await this.retained(stream, meta, lowestRetainedOffset(meta, this.config));
+    return retained
+      .filter((m) => m.timestamp >= tsSeconds * 1000)
+      .map((m) => toStreamMessage(stream, meta.epoch, m));
+  }
+
+  async commitSession(sid: string, session: Cacheable): Promise<void> {
+    const data = await session.toCacheEntry();
+    const expiresAt = activeSessionExpiry(this.clock.now(), this.config) / 1000;
+    await this.call('PutItem', this.options.sessionsTable, sid, () =>
+      this.client.send(
+        new PutItemCommand({
+          TableName: this.options.sessionsTable,
+          Item: { pk: { S: sid }, data: { B: data }, expiresAt: { N: String(expiresAt) } },
+        }),
+      ),
+    );
+  }
+
+  async restoreSession(sid: string): Promise<Uint8Array | null> {
+    const out = await this.call('GetItem', this.options.sessionsTable, sid, () =>
+      this.client.send(
+        new GetItemCommand({
+          TableName: this.options.sessionsTable,
+          Key: { pk: { S: sid } },
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    const item = out.Item;
+    if (!item?.data?.B || Number(item.expiresAt?.N) * 1000 <= this.clock.now()) return null;
+    return item.data.B;
+  }
+
+  async finishSession(sid: string): Promise<void> {
+    const expiresAt = (this.clock.now() + this.config.sessionsTtl * 1000) / 1000;
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.options.sessionsTable,
+          Key: { pk: { S: sid } },
+          UpdateExpression: 'SET expiresAt = :e',
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeValues: { ':e': { N: String(expiresAt) } },
+        }),
+      );
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return;
+      throw new AwsResourceError(`UpdateItem on ${this.options.sessionsTable} failed for ${sid}`, {
+        resource: this.options.sessionsTable,
+        ids: [sid],
+        cause: error,
+      });
+    }
+  }
+
+  private async meta(stream: string): Promise<StreamMeta | undefined> {
+    const out = await this.call('GetItem', this.options.historyTable, stream, () =>
+      this.client.send(
+        new GetItemCommand({
+          TableName: this.options.historyTable,
+          Key: { pk: { S: stream }, sk: { N: META } },
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    const epoch = out.Item?.epoch?.S;
+    if (!epoch) return undefined;
+    return { epoch, lastOffset: Number(out.Item?.lastOffset?.N ?? '0') };
+  }
+
+  private async retained(stream: string, meta: StreamMeta, from: number): Promise<StoredMessage[]> {
+    const out: StoredMessage[] = [];
+    const pages = paginateQuery(
+      { client: this.client },
+      {
+        TableName: this.options.historyTable,
+        KeyConditionExpression: 'pk = :s AND sk BETWEEN :from AND :to',
+        FilterExpression: 'expiresAt > :now',
+        ExpressionAttributeValues: {
+          ':s': { S: stream },
+          ':from': { N: String(from) },
+          ':to': { N: String(meta.lastOffset) },
+          ':now': { N: String(this.clock.now() / 1000) },
+        },
+        ConsistentRead: true,
+      },
+    );
+    try {
+      for await (const page of pages) {
+        for (const item of page.Items ?? []) {
+          out.push({
+            offset: Number(item.sk?.N),
+            data: item.data?.S ?? '',
+            timestamp: Number(item.ts?.N),
+            expiresAt: Number(item.expiresAt?.N) * 1000,
+          });
+        }
+      }
+    } catch (cause) {
+      throw new AwsResourceError(`Query on ${this.options.historyTable} failed for ${stream}`, {
+        resource: this.options.historyTable,
+        ids: [stream],
+        cause,
+      });
+    }
+    return out;
+  }
+
+  private async call<T>(op: string, table: string, id: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (cause) {
+      throw new AwsResourceError(`${op} on ${table} failed for ${id}`, {
+        resource: table,
+        ids: [id],
+        cause,
+      });
+    }
+  }
+}

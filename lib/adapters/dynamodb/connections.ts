@@ -1,0 +1,205 @@
+import {
+  BatchWriteItemCommand,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  paginateQuery,
+  type QueryCommandInput,
+} from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { ConnectionRecord, ConnectionStore, Subscription } from '../../gateway/connections';
+import { awsCall } from '../call';
+
+/** The GSI from stream to subscribed connections. */
+export const STREAM_INDEX = 'byStream';
+/** The GSI from identity to connections. */
+export const IDENTITY_INDEX = 'byIdentity';
+
+/** API Gateway closes every connection after 2 h; items outlive that by a margin, then expire. */
+const ITEM_TTL_SECONDS = 3 * 3600;
+
+/**
+ * Connections in the `connections` table: `pk` = `c#<id>`, `sk` = `c` for the
+ * connection, `s#<stream>#<identifier>` for each subscription; the `byStream` index lists
+ * a stream's subscribers (a paginated Query) and `byIdentity` an identity's connections.
+ */
+export class DynamoConnectionStore implements ConnectionStore {
+  constructor(private readonly options: { client: DynamoDBClient; tableName: string }) {}
+
+  async putConnection(c: ConnectionRecord): Promise<void> {
+    const item = marshall(
+      {
+        pk: `c#${c.connectionId}`,
+        sk: 'c',
+        connectionId: c.connectionId,
+        // Empty strings cannot be index keys: anonymous connections stay out of byIdentity.
+        identity: c.identity || undefined,
+        sid: c.sid,
+        protocol: c.protocol,
+        connectedAt: c.connectedAt,
+        endpoint: c.endpoint,
+        expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
+      },
+      { removeUndefinedValues: true },
+    );
+    await this.call('PutItem', c.connectionId, () =>
+      this.options.client.send(
+        new PutItemCommand({ TableName: this.options.tableName, Item: item }),
+      ),
+    );
+  }
+
+  async getConnection(connectionId: string): Promise<ConnectionRecord | undefined> {
+    const out = await this.call('GetItem', connectionId, () =>
+      this.options.client.send(
+        new GetItemCommand({
+          TableName: this.options.tableName,
+          Key: { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    return out.Item ? toConnection(unmarshall(out.Item)) : undefined;
+  }
+
+  async connectionsOf(identity: string): Promise<ConnectionRecord[]> {
+    const out: ConnectionRecord[] = [];
+    for await (const items of this.query(identity, {
+      IndexName: IDENTITY_INDEX,
+      KeyConditionExpression: 'identity = :v',
+      ExpressionAttributeValues: { ':v': { S: identity } },
+    })) {
+      out.push(...items.map(toConnection));
+    }
+    return out;
+  }
+
+  async addSubscription(s: Subscription): Promise<void> {
+    const item = marshall(
+      {
+        pk: `c#${s.connectionId}`,
+        sk: subscriptionKey(s.stream, s.identifier),
+        connectionId: s.connectionId,
+        stream: s.stream,
+        identifier: s.identifier,
+        whisper: s.whisper ?? false,
+        expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
+      },
+      { removeUndefinedValues: true },
+    );
+    await this.call('PutItem', s.connectionId, () =>
+      this.options.client.send(
+        new PutItemCommand({ TableName: this.options.tableName, Item: item }),
+      ),
+    );
+  }
+
+  async removeSubscription(
+    connectionId: string,
+    stream: string,
+    identifier: string,
+  ): Promise<void> {
+    await this.call('DeleteItem', connectionId, () =>
+      this.options.client.send(
+        new DeleteItemCommand({
+          TableName: this.options.tableName,
+          Key: { pk: { S: `c#${connectionId}` }, sk: { S: subscriptionKey(stream, identifier) } },
+        }),
+      ),
+    );
+  }
+
+  async subscriptionsOf(connectionId: string): Promise<Subscription[]> {
+    const out: Subscription[] = [];
+    for await (const items of this.query(connectionId, {
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :s)',
+      ExpressionAttributeValues: { ':pk': { S: `c#${connectionId}` }, ':s': { S: 's#' } },
+      ConsistentRead: true,
+    })) {
+      out.push(...items.map(toSubscription));
+    }
+    return out;
+  }
+
+  async *subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
+    for await (const items of this.query(stream, {
+      IndexName: STREAM_INDEX,
+      KeyConditionExpression: 'stream = :s',
+      ExpressionAttributeValues: { ':s': { S: stream } },
+      Limit: pageSize,
+    })) {
+      if (items.length > 0) yield items.map(toSubscription);
+    }
+  }
+
+  async removeConnection(connectionId: string): Promise<Subscription[]> {
+    const subs = await this.subscriptionsOf(connectionId);
+    const keys = [
+      { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
+      ...subs.map((s) => ({
+        pk: { S: `c#${connectionId}` },
+        sk: { S: subscriptionKey(s.stream, s.identifier) },
+      })),
+    ];
+    for (let i = 0; i < keys.length; i += 25) {
+      let requests = keys.slice(i, i + 25).map((Key) => ({ DeleteRequest: { Key } }));
+      for (let attempt = 0; requests.length > 0 && attempt < 8; attempt++) {
+        const out = await this.call('BatchWriteItem', connectionId, () =>
+          this.options.client.send(
+            new BatchWriteItemCommand({ RequestItems: { [this.options.tableName]: requests } }),
+          ),
+        );
+        requests = (out.UnprocessedItems?.[this.options.tableName] ?? []).flatMap((r) =>
+          r.DeleteRequest?.Key ? [{ DeleteRequest: { Key: r.DeleteRequest.Key } }] : [],
+        );
+        if (requests.length > 0) await new Promise((r) => setTimeout(r, 25 * 2 ** attempt));
+      }
+    }
+    return subs;
+  }
+
+  private async *query(
+    id: string,
+    input: Omit<QueryCommandInput, 'TableName'>,
+  ): AsyncIterable<Record<string, unknown>[]> {
+    const pages = paginateQuery(
+      { client: this.options.client },
+      { TableName: this.options.tableName, ...input },
+    );
+    const iterator = pages[Symbol.asyncIterator]();
+    while (true) {
+      const page = await this.call('Query', id, () => iterator.next());
+      if (page.done) return;
+      yield (page.value.Items ?? []).map((item) => unmarshall(item));
+    }
+  }
+
+  private call<T>(operation: string, id: string, fn: () => Promise<T>): Promise<T> {
+    return awsCall(operation, this.options.tableName, [id], fn);
+  }
+}
+
+function subscriptionKey(stream: string, identifier: string): string {
+  return `s#${stream}#${identifier}`;
+}
+
+function toConnection(row: Record<string, unknown>): ConnectionRecord {
+  return {
+    connectionId: String(row.connectionId),
+    identity: typeof row.identity === 'string' ? row.identity : '',
+    sid: String(row.sid ?? ''),
+    protocol: String(row.protocol ?? ''),
+    connectedAt: Number(row.connectedAt ?? 0),
+    ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
+  };
+}
+
+function toSubscription(row: Record<string, unknown>): Subscription {
+  return {
+    connectionId: String(row.connectionId),
+    stream: String(row.stream),
+    identifier: String(row.identifier),
+    whisper: row.whisper === true,
+  };
+}

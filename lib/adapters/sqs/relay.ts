@@ -1,0 +1,163 @@
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
+import { encodeEnvelope } from '../../messaging/envelope';
+import type { OutboxRecord } from '../../outbox/types';
+import { recordFromItem } from '../dynamodb/outbox';
+
+/** Options of {@link OutboxRelay}. */
+export interface OutboxRelayOptions {
+  readonly sqs: SQSClient;
+  /** Topic → the queue URLs of the consumer groups subscribed to it. */
+  readonly routes: Readonly<Record<string, readonly string[]>>;
+  /**
+   * Largest SQS message body, in bytes; larger records are logged and skipped.
+   * @default 262144
+   */
+  readonly maxMessageBytes?: number;
+  /**
+   * Largest `SendMessageBatch` request, in bytes.
+   * @default 262144
+   */
+  readonly maxBatchBytes?: number;
+  /** Receives records that can never be delivered. @default console.error */
+  readonly onSkipped?: (reason: string, sequenceNumber: string | undefined) => void;
+}
+
+interface Entry {
+  readonly index: number;
+  readonly record: OutboxRecord;
+  readonly body: string;
+}
+
+/** What one relay call did. */
+export interface RelayResult extends DynamoDBBatchResponse {
+  readonly sent: number;
+  readonly skipped: number;
+}
+
+const BATCH_ENTRIES = 10;
+
+/**
+ * Relays outbox stream records to SQS FIFO queues (`MessageGroupId` = key,
+ * `MessageDeduplicationId` = event id, body = envelope with the stream sequence number as
+ * offset). Records are sent in order; on a failure, `batchItemFailures` names the first
+ * failed record so Lambda retries from there (what was sent again is deduplicated).
+ */
+export class OutboxRelay {
+  private readonly maxMessageBytes: number;
+  private readonly maxBatchBytes: number;
+  private readonly onSkipped: (reason: string, sequenceNumber: string | undefined) => void;
+
+  constructor(private readonly options: OutboxRelayOptions) {
+    this.maxMessageBytes = options.maxMessageBytes ?? 262_144;
+    this.maxBatchBytes = options.maxBatchBytes ?? 262_144;
+    this.onSkipped =
+      options.onSkipped ??
+      ((reason, seq) => console.error(`outbox relay skipped record ${seq}: ${reason}`));
+  }
+
+  /** Relays `records` (one Lambda stream batch) and says which to retry. */
+  async relay(records: readonly DynamoDBRecord[]): Promise<RelayResult> {
+    const byQueue = new Map<string, Entry[]>();
+    let skipped = 0;
+    records.forEach((r, index) => {
+      // TTL deletes and anything but inserts are not events.
+      if (r.eventName !== 'INSERT' || !r.dynamodb?.NewImage) return;
+      const seq = r.dynamodb.SequenceNumber;
+      let record: OutboxRecord;
+      try {
+        record = recordFromItem(r.dynamodb.NewImage as Record<string, AttributeValue>);
+      } catch (error) {
+        skipped++;
+        this.onSkipped((error as Error).message, seq);
+        return;
+      }
+      const body = encodeEnvelope(record, BigInt(seq ?? '0'));
+      if (Buffer.byteLength(body) > this.maxMessageBytes) {
+        skipped++;
+        this.onSkipped(
+          `message for ${record.id} is ${Buffer.byteLength(body)} bytes, the limit is ${this.maxMessageBytes}`,
+          seq,
+        );
+        return;
+      }
+      for (const url of this.options.routes[record.topic] ?? []) {
+        const list = byQueue.get(url) ?? [];
+        list.push({ index, record, body });
+        byQueue.set(url, list);
+      }
+    });
+
+    const results = await Promise.all(
+      [...byQueue].map(([url, entries]) => this.sendAll(url, entries)),
+    );
+    const firstFailed = Math.min(...results.map((r) => r.firstFailed));
+    const sent = results.reduce((n, r) => n + r.sent, 0);
+    if (!Number.isFinite(firstFailed)) return { batchItemFailures: [], sent, skipped };
+    const seq = records[firstFailed]?.dynamodb?.SequenceNumber ?? '';
+    return { batchItemFailures: [{ itemIdentifier: seq }], sent, skipped };
+  }
+
+  private async sendAll(
+    url: string,
+    entries: readonly Entry[],
+  ): Promise<{ firstFailed: number; sent: number }> {
+    let sent = 0;
+    for (const batch of this.batches(entries)) {
+      let failedIds: Set<string>;
+      try {
+        const out = await this.options.sqs.send(
+          new SendMessageBatchCommand({
+            QueueUrl: url,
+            Entries: batch.map((e) => ({
+              Id: `e${e.index}`,
+              MessageBody: e.body,
+              MessageGroupId: e.record.key,
+              MessageDeduplicationId: e.record.id,
+            })),
+          }),
+        );
+        failedIds = new Set((out.Failed ?? []).map((f) => f.Id ?? ''));
+        for (const f of out.Failed ?? []) {
+          console.error(`SendMessageBatch to ${url}: entry ${f.Id} failed: ${f.Code} ${f.Message}`);
+        }
+      } catch (error) {
+        console.error(`SendMessageBatch to ${url} failed`, error);
+        return { firstFailed: batch[0]!.index, sent };
+      }
+      const failed = batch.find((e) => failedIds.has(`e${e.index}`));
+      if (failed) return { firstFailed: failed.index, sent: sent + batch.indexOf(failed) };
+      sent += batch.length;
+    }
+    return { firstFailed: Number.POSITIVE_INFINITY, sent };
+  }
+
+  /**
+   * Splits entries, in order, into requests of at most 10 entries and `maxBatchBytes`,
+   * with at most one entry per message group: were a later entry of a group accepted
+   * while an earlier one failed, the retry would land behind it and break the order.
+   */
+  private *batches(entries: readonly Entry[]): Generator<Entry[]> {
+    let batch: Entry[] = [];
+    let bytes = 0;
+    let groups = new Set<string>();
+    for (const e of entries) {
+      const size = Buffer.byteLength(e.body) + Buffer.byteLength(e.record.key) + e.record.id.length;
+      if (
+        batch.length === BATCH_ENTRIES ||
+        bytes + size > this.maxBatchBytes ||
+        groups.has(e.record.key)
+      ) {
+        if (batch.length > 0) yield batch;
+        batch = [];
+        bytes = 0;
+        groups = new Set();
+      }
+      batch.push(e);
+      bytes += size;
+      groups.add(e.record.key);
+    }
+    if (batch.length > 0) yield batch;
+  }
+}
