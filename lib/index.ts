@@ -1,3 +1,32 @@
+export { awsCall } from './adapters/call';
+export { AwsClient, type AwsClientOptions } from './adapters/client';
+export { DynamoAckStore } from './adapters/dynamodb/acks';
+export { DynamoBroker, type DynamoBrokerOptions } from './adapters/dynamodb/broker';
+export {
+  DynamoConnectionStore,
+  IDENTITY_INDEX,
+  STREAM_INDEX,
+} from './adapters/dynamodb/connections';
+export {
+  createOutbox,
+  DynamoOutbox,
+  type DynamoOutboxOptions,
+  MAX_ITEM_BYTES,
+  OutboxProducer,
+  type OutboxProducerOptions,
+  outboxItem,
+  recordFromItem,
+  writeToOutbox,
+} from './adapters/dynamodb/outbox';
+export { DynamoSchemaRegistry } from './adapters/dynamodb/schema-registry';
+export {
+  type BatchConsumerOptions,
+  type ConsumedMessage,
+  consumeSqsBatch,
+  NackError,
+} from './adapters/sqs/batch-consumer';
+export { SqsConsumer, type SqsConsumerOptions } from './adapters/sqs/consumer';
+export { OutboxRelay, type OutboxRelayOptions, type RelayResult } from './adapters/sqs/relay';
 export { SubscriptionTracking } from './broker/base';
 export {
   historyFromRetained,
@@ -45,6 +74,12 @@ export {
   type SenderStats,
 } from './events/sender';
 export {
+  type ConnectionRecord,
+  type ConnectionStore,
+  MemoryConnectionStore,
+  type Subscription,
+} from './gateway/connections';
+export {
   type DeadLetter,
   MemoryClient,
   type MemoryClientOptions,
@@ -53,6 +88,8 @@ export {
 } from './memory/messaging';
 export { MemoryOutbox, MemoryTransaction } from './memory/outbox';
 export { AckManager, PartitionAckManager } from './messaging/ack-manager';
+export { type AckStore, MemoryAckStore } from './messaging/ack-store';
+export { decodeEnvelope, type Envelope, encodeEnvelope } from './messaging/envelope';
 export {
   type Client,
   type Clock,

@@ -6,6 +6,7 @@ import {
   PutItemCommand,
   paginateQuery,
   type QueryCommandInput,
+  type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { ConnectionRecord, ConnectionStore, Subscription } from '../../gateway/connections';
@@ -143,7 +144,9 @@ export class DynamoConnectionStore implements ConnectionStore {
       })),
     ];
     for (let i = 0; i < keys.length; i += 25) {
-      let requests = keys.slice(i, i + 25).map((Key) => ({ DeleteRequest: { Key } }));
+      let requests: WriteRequest[] = keys
+        .slice(i, i + 25)
+        .map((Key) => ({ DeleteRequest: { Key } }));
       for (let attempt = 0; requests.length > 0 && attempt < 8; attempt++) {
         const out = await this.call('BatchWriteItem', connectionId, () =>
           this.options.client.send(

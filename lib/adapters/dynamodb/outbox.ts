@@ -67,7 +67,12 @@ export function outboxItem(
 /** Reads an outbox row (from a stream NEW_IMAGE) back into a record; throws {@link MessageFormatError}. */
 export function recordFromItem(image: Record<string, AttributeValue>): OutboxRecord {
   const row = unmarshall(image);
-  const { sk, topic, key, type, headers, payload, createdAt } = row;
+  const { sk, topic, key, type, headers, createdAt } = row;
+  // A Lambda event carries binary attributes as base64 strings, the SDK as bytes.
+  const payload =
+    typeof row.payload === 'string'
+      ? new Uint8Array(Buffer.from(row.payload, 'base64'))
+      : row.payload;
   if (
     typeof sk !== 'string' ||
     typeof topic !== 'string' ||

@@ -1,0 +1,120 @@
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
+import {
+  DeleteMessageCommand,
+  ReceiveMessageCommand,
+  type SQSClient,
+  type Message as SqsMessage,
+} from '@aws-sdk/client-sqs';
+import type { SQSEvent, SQSRecord } from 'aws-lambda';
+import { inject } from 'vitest';
+import { StreamPoller } from '../../infra/stream-poller';
+import { OutboxRelay, type OutboxRelayOptions } from '../../lib';
+
+/** A poller that relays the outbox stream with `relay`, driven by hand with `drain()`. */
+export function outboxPoller(
+  streamArn: string,
+  relay: OutboxRelay,
+): {
+  drain(): Promise<void>;
+  poller: StreamPoller;
+} {
+  const streams = new DynamoDBStreamsClient({
+    endpoint: inject('dynamodbEndpoint'),
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+  const poller = new StreamPoller({
+    streams,
+    streamArn,
+    handler: (records) => relay.relay(records),
+  });
+  return {
+    poller,
+    async drain() {
+      // Until a poll finds nothing new: what the stream holds has been handed over.
+      for (let i = 0; i < 50; i++) if ((await poller.pollOnce()) === 0) return;
+      throw new Error('stream did not drain');
+    },
+  };
+}
+
+/** A relay on the test's queues. */
+export function relayFor(
+  sqs: SQSClient,
+  routes: OutboxRelayOptions['routes'],
+  extra: Partial<OutboxRelayOptions> = {},
+): OutboxRelay {
+  return new OutboxRelay({ sqs, routes, onSkipped: () => {}, ...extra });
+}
+
+/** Receives until the queue stays empty, deleting what it got. */
+export async function receiveAll(
+  sqs: SQSClient,
+  queueUrl: string,
+  max = 1000,
+): Promise<SqsMessage[]> {
+  const out: SqsMessage[] = [];
+  while (out.length < max) {
+    const r = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queueUrl,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 0,
+        MessageSystemAttributeNames: ['All'],
+      }),
+    );
+    const got = r.Messages ?? [];
+    if (got.length === 0) break;
+    for (const m of got) {
+      out.push(m);
+      await sqs.send(
+        new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle }),
+      );
+    }
+  }
+  return out;
+}
+
+/** Receives up to 10 messages without deleting them. */
+export async function receive(
+  sqs: SQSClient,
+  queueUrl: string,
+  waitSeconds = 0,
+): Promise<SqsMessage[]> {
+  const r = await sqs.send(
+    new ReceiveMessageCommand({
+      QueueUrl: queueUrl,
+      MaxNumberOfMessages: 10,
+      WaitTimeSeconds: waitSeconds,
+      MessageSystemAttributeNames: ['All'],
+    }),
+  );
+  return r.Messages ?? [];
+}
+
+/** An SQS Lambda event made of messages really received from `queueArn`. */
+export function sqsEvent(messages: readonly SqsMessage[], queueArn: string): SQSEvent {
+  return {
+    Records: messages.map(
+      (m): SQSRecord => ({
+        messageId: m.MessageId ?? '',
+        receiptHandle: m.ReceiptHandle ?? '',
+        body: m.Body ?? '',
+        attributes: {
+          ApproximateReceiveCount: m.Attributes?.ApproximateReceiveCount ?? '1',
+          SentTimestamp: m.Attributes?.SentTimestamp ?? '0',
+          SenderId: m.Attributes?.SenderId ?? 'local',
+          ApproximateFirstReceiveTimestamp: m.Attributes?.ApproximateFirstReceiveTimestamp ?? '0',
+          MessageGroupId: m.Attributes?.MessageGroupId ?? '',
+          MessageDeduplicationId: m.Attributes?.MessageDeduplicationId ?? '',
+          SequenceNumber: m.Attributes?.SequenceNumber ?? '',
+        },
+        messageAttributes: {},
+        md5OfBody: m.MD5OfBody ?? '',
+        eventSource: 'aws:sqs',
+        eventSourceARN: queueArn,
+        awsRegion: 'us-east-1',
+      }),
+    ),
+  };
+}

@@ -1,0 +1,301 @@
+import { BatchWriteItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SendMessageCommand } from '@aws-sdk/client-sqs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  type ConsumedMessage,
+  consumeSqsBatch,
+  DynamoAckStore,
+  type Message,
+  OutboxProducer,
+  SqsConsumer,
+} from '../../lib';
+import { testResources } from '../helpers/aws';
+import { outboxPoller, receive, receiveAll, relayFor, sqsEvent } from '../helpers/relay';
+
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+const bytes = (s: string) => new TextEncoder().encode(s);
+const quiet = { error: () => {}, warn: () => {} };
+
+type Env = Awaited<ReturnType<typeof testResources>>;
+
+async function setup(
+  label: string,
+  maxReceiveCount = 2,
+): Promise<
+  Env & { publish(key: string, value: string): Promise<void>; relayAll(): Promise<void> }
+> {
+  const env = await testResources(label, [
+    { name: 'work', topics: ['jobs'], visibilityTimeout: 2, maxReceiveCount },
+  ]);
+  const producer = new OutboxProducer({
+    client: env.dynamodb,
+    tableName: env.tables.outbox,
+    topic: 'jobs',
+  });
+  const { drain } = outboxPoller(
+    env.outboxStreamArn!,
+    relayFor(env.sqs, { jobs: [env.queues.work!.url] }),
+  );
+  return {
+    ...env,
+    publish: (key, value) => producer.publish({ key, value: bytes(value) }),
+    relayAll: drain,
+  };
+}
+
+describe('OutboxProducer', () => {
+  it('writes to the outbox in batches; the relay delivers each message once with per-partition offsets', async () => {
+    const env = await setup('producer');
+    const producer = new OutboxProducer({
+      client: env.dynamodb,
+      tableName: env.tables.outbox,
+      topic: 'jobs',
+    });
+    await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        producer.publish({ key: `k${i % 3}`, value: bytes(String(i)) }),
+      ),
+    );
+    await producer.close();
+    await env.relayAll();
+    const got = (await receiveAll(env.sqs, env.queues.work!.url)).map((m) => JSON.parse(m.Body!));
+    expect(got).toHaveLength(60);
+    for (const key of ['k0', 'k1', 'k2']) {
+      const mine = got.filter((e) => e.key === key);
+      const values = mine.map((e) => Number(Buffer.from(e.payload, 'base64').toString()));
+      expect(values).toEqual([...values].sort((a, b) => a - b));
+      const offsets = mine.map((e) => BigInt(e.offset));
+      expect(offsets).toEqual([...offsets].sort((a, b) => (a < b ? -1 : 1)));
+      expect(new Set(offsets).size).toBe(offsets.length);
+    }
+  });
+
+  it('retries items DynamoDB returns unprocessed', async () => {
+    const env = await setup('unprocessed');
+    let faults = 1;
+    // Fault injection: the first BatchWriteItem "processes" only its first item.
+    const flaky = {
+      send: async (command: BatchWriteItemCommand) => {
+        const [table, requests] = Object.entries(command.input.RequestItems ?? {})[0]!;
+        if (faults-- > 0 && requests.length > 1) {
+          await env.dynamodb.send(
+            new BatchWriteItemCommand({ RequestItems: { [table]: requests.slice(0, 1) } }),
+          );
+          return { UnprocessedItems: { [table]: requests.slice(1) } };
+        }
+        return env.dynamodb.send(command);
+      },
+    } as unknown as DynamoDBClient;
+    const producer = new OutboxProducer({
+      client: flaky,
+      tableName: env.tables.outbox,
+      topic: 'jobs',
+    });
+    await Promise.all(
+      [1, 2, 3, 4].map((i) => producer.publish({ key: 'k', value: bytes(String(i)) })),
+    );
+    await env.relayAll();
+    const got = await receiveAll(env.sqs, env.queues.work!.url);
+    expect(
+      got.map((m) => Buffer.from(JSON.parse(m.Body!).payload, 'base64').toString()).sort(),
+    ).toEqual(['1', '2', '3', '4']);
+  });
+});
+
+describe('consumeSqsBatch (Lambda batch consumer)', () => {
+  let env: Awaited<ReturnType<typeof setup>>;
+  let acks: DynamoAckStore;
+  beforeAll(async () => {
+    env = await setup('batch', 3);
+    acks = new DynamoAckStore({ client: env.dynamodb, tableName: env.tables.acks });
+  });
+
+  it('fails only the failing message group, persists ack levels, and skips redelivered duplicates', async () => {
+    await env.publish('A', 'a1');
+    await env.publish('A', 'a2');
+    await env.publish('B', 'b1');
+    await env.relayAll();
+    const first = await receive(env.sqs, env.queues.work!.url);
+    expect(first.map((m) => m.Attributes?.MessageGroupId).sort()).toEqual(['A', 'A', 'B']);
+    const handled: string[] = [];
+    const response = await consumeSqsBatch(
+      sqsEvent(first, env.queues.work!.arn),
+      async (m: ConsumedMessage) => {
+        handled.push(text(m.value));
+        if (text(m.value) === 'a1') await m.nack(new Error('a1 is not ready'));
+      },
+      { group: 'work', ackStore: acks, logger: quiet },
+    );
+    const failedIds = response.batchItemFailures.map((f) => f.itemIdentifier).sort();
+    expect(failedIds).toEqual(
+      first
+        .filter((m) => m.Attributes?.MessageGroupId === 'A')
+        .map((m) => m.MessageId)
+        .sort(),
+    );
+    expect(handled.sort()).toEqual(['a1', 'b1']);
+    const bOffset = JSON.parse(
+      first.find((m) => m.Attributes?.MessageGroupId === 'B')!.Body!,
+    ).offset;
+    expect(await acks.load('work', 'B')).toBe(BigInt(bOffset));
+    expect(await acks.load('work', 'A')).toBeUndefined();
+
+    // B succeeded but (as after a crash before deletion) comes again: acked without the handler.
+    const again: string[] = [];
+    const dup = await consumeSqsBatch(
+      sqsEvent(
+        first.filter((m) => m.Attributes?.MessageGroupId === 'B'),
+        env.queues.work!.arn,
+      ),
+      async (m) => {
+        again.push(text(m.value));
+      },
+      { group: 'work', ackStore: acks, logger: quiet },
+    );
+    expect(dup.batchItemFailures).toEqual([]);
+    expect(again).toEqual([]);
+  });
+
+  it('hands Kafka-like messages: value, partition, offset, ack and nack', async () => {
+    await env.publish('C', 'c1');
+    await env.relayAll();
+    const [m] = (await receive(env.sqs, env.queues.work!.url)).filter(
+      (x) => x.Attributes?.MessageGroupId === 'C',
+    );
+    let seen: Message | undefined;
+    await consumeSqsBatch(
+      sqsEvent([m!], env.queues.work!.arn),
+      async (msg) => {
+        seen = msg;
+        await msg.ack();
+      },
+      { group: 'work', ackStore: acks, logger: quiet },
+    );
+    expect(text(seen!.value)).toBe('c1');
+    expect(seen!.partition).toBe('C');
+    expect(seen!.offset).toBe(BigInt(JSON.parse(m!.Body!).offset));
+  });
+
+  it('nacks a malformed body, and the queue dead-letters it after maxReceiveCount', async () => {
+    await env.sqs.send(
+      new SendMessageCommand({
+        QueueUrl: env.queues.work!.url,
+        MessageBody: 'this is not an envelope',
+        MessageGroupId: 'broken',
+        MessageDeduplicationId: `broken-${Date.now()}`,
+      }),
+    );
+    const errors: string[] = [];
+    let handlerCalls = 0;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const got = (await receive(env.sqs, env.queues.work!.url, 3)).filter(
+        (m) => m.Attributes?.MessageGroupId === 'broken',
+      );
+      expect(got).toHaveLength(1);
+      const response = await consumeSqsBatch(
+        sqsEvent(got, env.queues.work!.arn),
+        async () => {
+          handlerCalls++;
+        },
+        {
+          group: 'work',
+          logger: { error: (e: string) => errors.push(e), warn: () => {} },
+          visibility: {
+            sqs: env.sqs,
+            queueUrl: () => env.queues.work!.url,
+            backoffSeconds: () => 0,
+          },
+        },
+      );
+      expect(response.batchItemFailures.map((f) => f.itemIdentifier)).toEqual([got[0]!.MessageId]);
+    }
+    expect(handlerCalls).toBe(0);
+    expect(errors[0]).toMatch(/not JSON/);
+    const dead = await receive(env.sqs, env.queues.work!.dlqUrl, 3);
+    expect(dead.map((m) => m.Body)).toEqual(['this is not an envelope']);
+  });
+});
+
+describe('SqsConsumer (long polling)', () => {
+  it('acks, retries a nack with back-off, dead-letters, and keeps other groups flowing', async () => {
+    const env = await setup('poll', 2);
+    await env.publish('bad', 'poison');
+    await env.publish('bad', 'after');
+    await env.publish('good', 'g1');
+    await env.publish('good', 'g2');
+    await env.relayAll();
+    const consumer = new SqsConsumer({
+      sqs: env.sqs,
+      queueUrl: env.queues.work!.url,
+      waitTimeSeconds: 1,
+      visibilityTimeout: 5,
+      backoffSeconds: () => 0,
+      logger: quiet,
+    });
+    await consumer.start();
+    const seen: string[] = [];
+    const deadline = Date.now() + 20_000;
+    for await (const m of consumer.messages()) {
+      const v = text(m.value);
+      seen.push(`${m.partition}:${v}`);
+      if (v === 'poison') await m.nack(new Error('cannot'));
+      else await m.ack();
+      if (seen.includes('bad:after') || Date.now() > deadline) break;
+    }
+    await consumer.stop();
+    expect(seen.filter((s) => s.startsWith('good:'))).toEqual(['good:g1', 'good:g2']);
+    expect(seen.filter((s) => s.startsWith('bad:'))).toEqual([
+      'bad:poison',
+      'bad:poison',
+      'bad:after',
+    ]);
+    const dead = await receive(env.sqs, env.queues.work!.dlqUrl, 2);
+    expect(dead.map((m) => Buffer.from(JSON.parse(m.Body!).payload, 'base64').toString())).toEqual([
+      'poison',
+    ]);
+    expect(await receive(env.sqs, env.queues.work!.url)).toEqual([]);
+  });
+
+  it('keeps a message invisible with a heartbeat while it is processed', async () => {
+    const env = await setup('heartbeat');
+    await env.publish('slow', 'job');
+    await env.relayAll();
+    const consumer = new SqsConsumer({
+      sqs: env.sqs,
+      queueUrl: env.queues.work!.url,
+      waitTimeSeconds: 1,
+      visibilityTimeout: 2,
+      logger: quiet,
+    });
+    await consumer.start();
+    for await (const m of consumer.messages()) {
+      // Longer than the visibility timeout: without the heartbeat SQS would hand it out again.
+      await new Promise((r) => setTimeout(r, 3500));
+      expect(await receive(env.sqs, env.queues.work!.url)).toEqual([]);
+      await m.ack();
+      break;
+    }
+    await consumer.stop();
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(await receive(env.sqs, env.queues.work!.url)).toEqual([]);
+  });
+
+  it('returns unsettled messages on stop', async () => {
+    const env = await setup('stop');
+    await env.publish('k', 'v');
+    await env.relayAll();
+    const consumer = new SqsConsumer({
+      sqs: env.sqs,
+      queueUrl: env.queues.work!.url,
+      waitTimeSeconds: 1,
+      visibilityTimeout: 30,
+      logger: quiet,
+    });
+    await consumer.start();
+    for await (const _m of consumer.messages()) {
+      await consumer.stop();
+    }
+    const again = await receive(env.sqs, env.queues.work!.url);
+    expect(again).toHaveLength(1);
+  });
+});

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import {
+  AvroCodec,
+  DynamoAckStore,
+  DynamoBroker,
+  DynamoConnectionStore,
+  DynamoSchemaRegistry,
+  SchemaCompatibilityError,
+} from '../../lib';
+import { brokerContract } from '../contract/broker';
+import { connectionStoreContract } from '../contract/connections';
+import { testResources } from '../helpers/aws';
+import { OrderPlaced } from '../helpers/events';
+
+let shared: ReturnType<typeof testResources> | undefined;
+const resources = () => {
+  shared ??= testResources('adapters');
+  return shared;
+};
+
+brokerContract('DynamoBroker', async ({ broadcaster, config, clock }) => {
+  const res = await resources();
+  return new DynamoBroker({
+    client: res.dynamodb,
+    historyTable: res.tables.history,
+    sessionsTable: res.tables.sessions,
+    broadcaster,
+    config,
+    clock,
+  });
+});
+
+connectionStoreContract('DynamoConnectionStore', async () => {
+  const res = await resources();
+  return new DynamoConnectionStore({ client: res.dynamodb, tableName: res.tables.connections });
+});
+
+describe('DynamoAckStore', () => {
+  it('only moves a level forward, also under concurrent writers', async () => {
+    const res = await resources();
+    const store = new DynamoAckStore({ client: res.dynamodb, tableName: res.tables.acks });
+    expect(await store.load('g', 'p')).toBeUndefined();
+    await Promise.all([5n, 17n, 3n, 12n, 16n].map((l) => store.save('g', 'p', l)));
+    expect(await store.load('g', 'p')).toBe(17n);
+    await store.save('g', 'p', 2n);
+    expect(await store.load('g', 'p')).toBe(17n);
+    // SQS sequence numbers have 20 digits: beyond Number precision.
+    await store.save('g', 'big', 18_446_744_073_709_551_615_000n);
+    expect(await store.load('g', 'big')).toBe(18_446_744_073_709_551_615_000n);
+  });
+});
+
+describe('DynamoSchemaRegistry', () => {
+  const v1 = { type: 'record', name: 'reg.T', fields: [{ name: 'a', type: 'int' }] } as const;
+
+  it('returns one id for one schema, also under concurrent registration', async () => {
+    const res = await resources();
+    const registry = () =>
+      new DynamoSchemaRegistry({ client: res.dynamodb, tableName: res.tables.schemas });
+    const ids = await Promise.all(
+      Array.from({ length: 6 }, () => registry().register('reg.T', v1 as never)),
+    );
+    expect(new Set(ids).size).toBe(1);
+    expect(await registry().register('reg.T', v1 as never)).toBe(ids[0]);
+    expect(await registry().getById(ids[0]!)).toMatchObject({ name: 'reg.T' });
+    expect(await registry().getById(99_999)).toBeUndefined();
+  });
+
+  it('accepts a compatible version and rejects an incompatible one', async () => {
+    const res = await resources();
+    const registry = new DynamoSchemaRegistry({
+      client: res.dynamodb,
+      tableName: res.tables.schemas,
+    });
+    const s = { type: 'record', name: 'reg.U', fields: [{ name: 'a', type: 'int' }] };
+    const id1 = await registry.register('reg.U', s as never);
+    const id2 = await registry.register('reg.U', {
+      ...s,
+      fields: [...s.fields, { name: 'b', type: 'string', default: '' }],
+    } as never);
+    expect(id2).not.toBe(id1);
+    await expect(
+      registry.register('reg.U', { ...s, fields: [{ name: 'a', type: 'string' }] } as never),
+    ).rejects.toThrow(SchemaCompatibilityError);
+  });
+
+  it('serves the codec: encode with one instance, decode with another', async () => {
+    const res = await resources();
+    const make = () =>
+      new AvroCodec(
+        new DynamoSchemaRegistry({ client: res.dynamodb, tableName: res.tables.schemas }),
+      );
+    const bytes = await make().encode(OrderPlaced, { orderId: 'o-1', amount: 3 });
+    expect(await make().decode(bytes, OrderPlaced)).toEqual({ orderId: 'o-1', amount: 3 });
+  });
+});
