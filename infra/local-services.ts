@@ -69,7 +69,9 @@ export function freePort(): Promise<number> {
  * and resolves once it answers ListTables. The JVM is killed when this Node process exits and
  * also exits by itself when its stdin (a pipe from this process) closes.
  */
-export async function startDynamoDBLocal(options: DynamoDBLocalOptions = {}): Promise<LocalService> {
+export async function startDynamoDBLocal(
+  options: DynamoDBLocalOptions = {},
+): Promise<LocalService> {
   const timeoutMs = options.startupTimeoutMs ?? 60_000;
   const java = options.java ?? javaExecutable();
   const dist = dynamoDBLocalDist();
@@ -137,14 +139,11 @@ export async function startSqsLocal(options: SqsLocalOptions = {}): Promise<Loca
     throw new Error('fauxqs: could not read the bound address');
   }
   let stopping: Promise<void> | undefined;
-  return {
-    endpoint: `http://${LOCAL_HOST}:${address.port}`,
-    port: address.port,
-    stop: () => {
-      stopping ??= app.close().then(() => undefined);
-      return stopping;
-    },
+  const stop = (): Promise<void> => {
+    if (!stopping) stopping = Promise.resolve(app.close()).then(() => undefined);
+    return stopping;
   };
+  return { endpoint: `http://${LOCAL_HOST}:${address.port}`, port: address.port, stop };
 }
 
 // --- fauxqs ------------------------------------------------------------------------------

@@ -13,10 +13,14 @@ export async function awsCall<T>(
   try {
     return await fn();
   } catch (cause) {
-    throw new AwsResourceError(`${operation} on ${resource} failed for ${ids.join(', ')}`, {
-      resource,
-      ids,
-      cause,
-    });
+    const reason = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    throw new AwsResourceError(
+      `${operation} on ${resource} failed for ${ids.join(', ')}: ${reason}`,
+      {
+        resource,
+        ids,
+        cause,
+      },
+    );
   }
 }

@@ -115,7 +115,9 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     await env.publish('A', 'a2');
     await env.publish('B', 'b1');
     await env.relayAll();
-    const first = await receive(env.sqs, env.queues.work!.url);
+    // fauxqs hands out one message per group per receive (SQS may hand out several); so the
+    // batch Lambda would get, [a1, b1, a2], is gathered over a few receives.
+    const first = await receiveAll(env.sqs, env.queues.work!.url);
     expect(first.map((m) => m.Attributes?.MessageGroupId).sort()).toEqual(['A', 'A', 'B']);
     const handled: string[] = [];
     const response = await consumeSqsBatch(
@@ -211,6 +213,12 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     }
     expect(handlerCalls).toBe(0);
     expect(errors[0]).toMatch(/not JSON/);
+    // As in SQS, the receive after the last allowed one moves the message to the DLQ.
+    expect(
+      (await receive(env.sqs, env.queues.work!.url, 1)).filter(
+        (m) => m.Attributes?.MessageGroupId === 'broken',
+      ),
+    ).toEqual([]);
     const dead = await receive(env.sqs, env.queues.work!.dlqUrl, 3);
     expect(dead.map((m) => m.Body)).toEqual(['this is not an envelope']);
   });

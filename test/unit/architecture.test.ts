@@ -13,7 +13,9 @@ function files(dir: string): string[] {
 describe('the hexagon', () => {
   it('keeps the AWS SDK and aws-lambda out of the pure core', () => {
     const offenders = CORE.flatMap((d) => files(join('lib', d))).filter((f) =>
-      /from '(@aws-sdk\/|aws-lambda|\.\.\/adapters|\.\.\/\.\.\/adapters)/.test(readFileSync(f, 'utf8')),
+      /from '(@aws-sdk\/|aws-lambda|\.\.\/adapters|\.\.\/\.\.\/adapters)/.test(
+        readFileSync(f, 'utf8'),
+      ),
     );
     expect(offenders).toEqual([]);
   });

@@ -68,7 +68,8 @@ export class DynamoConnectionStore implements ConnectionStore {
     const out: ConnectionRecord[] = [];
     for await (const items of this.query(identity, {
       IndexName: IDENTITY_INDEX,
-      KeyConditionExpression: 'identity = :v',
+      KeyConditionExpression: '#identity = :v',
+      ExpressionAttributeNames: { '#identity': 'identity' },
       ExpressionAttributeValues: { ':v': { S: identity } },
     })) {
       out.push(...items.map(toConnection));
@@ -126,7 +127,8 @@ export class DynamoConnectionStore implements ConnectionStore {
   async *subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
     for await (const items of this.query(stream, {
       IndexName: STREAM_INDEX,
-      KeyConditionExpression: 'stream = :s',
+      KeyConditionExpression: '#stream = :s',
+      ExpressionAttributeNames: { '#stream': 'stream' },
       ExpressionAttributeValues: { ':s': { S: stream } },
       Limit: pageSize,
     })) {

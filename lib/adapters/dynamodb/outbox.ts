@@ -47,7 +47,8 @@ export function outboxItem(
       topic: record.topic,
       key: record.key,
       type: record.type,
-      headers: record.headers,
+      // An empty map is left out: some stream readers hand it back as `{}`, not `{ M: {} }`.
+      headers: Object.keys(record.headers).length > 0 ? record.headers : undefined,
       payload: record.payload,
       createdAt: record.timestamp,
       expiresAt: Math.floor(record.timestamp / 1000) + retentionSeconds,
@@ -66,7 +67,7 @@ export function outboxItem(
 
 /** Reads an outbox row (from a stream NEW_IMAGE) back into a record; throws {@link MessageFormatError}. */
 export function recordFromItem(image: Record<string, AttributeValue>): OutboxRecord {
-  const row = unmarshall(image);
+  const row = unmarshall(withoutEmptyValues(image));
   const { sk, topic, key, type, headers, createdAt } = row;
   // A Lambda event carries binary attributes as base64 strings, the SDK as bytes.
   const payload =
@@ -92,6 +93,15 @@ export function recordFromItem(image: Record<string, AttributeValue>): OutboxRec
     payload,
     timestamp: typeof createdAt === 'number' ? createdAt : 0,
   };
+}
+
+/** Drops attribute values that carry no type (`{}`), which unmarshall rejects. */
+function withoutEmptyValues(image: Record<string, AttributeValue>): Record<string, AttributeValue> {
+  const out: Record<string, AttributeValue> = {};
+  for (const [name, value] of Object.entries(image)) {
+    if (value && Object.keys(value).length > 0) out[name] = value;
+  }
+  return out;
 }
 
 /**

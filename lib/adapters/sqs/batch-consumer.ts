@@ -86,6 +86,10 @@ export async function consumeSqsBatch(
     }),
   );
   const acks = new PartitionAckManager();
+  // Partitions where this batch completed something: only their levels move. (The ack
+  // level of a partition whose first message failed is that offset - 1, which says
+  // nothing new and would wrongly cover a dead-lettered message redriven later.)
+  const completed = new Set<string>();
 
   const recordHandler = async (record: SQSRecord): Promise<void> => {
     const envelope = envelopes.get(record.messageId);
@@ -131,6 +135,7 @@ export async function consumeSqsBatch(
       throw error;
     }
     acks.complete(partition, envelope.offset);
+    completed.add(partition);
   };
 
   const processor = new SqsFifoPartialProcessorAsync();
@@ -141,6 +146,7 @@ export async function consumeSqsBatch(
 
   await Promise.all(
     acks.partitions().map(async (p) => {
+      if (!completed.has(p)) return;
       const level = acks.ackLevel(p);
       const before = stored.get(p);
       if (
