@@ -4,9 +4,10 @@
  * and AWS cannot drift.
  */
 
-import { IDENTITY_INDEX, STREAM_INDEX } from '../lib/adapters/dynamodb/connections';
+import { BUCKET_INDEX, IDENTITY_INDEX, STREAM_INDEX } from '../lib/adapters/dynamodb/connections';
+import { BROADCAST_TOPIC } from '../lib/broadcasts';
 
-export { IDENTITY_INDEX, STREAM_INDEX };
+export { BUCKET_INDEX, IDENTITY_INDEX, STREAM_INDEX };
 
 /** A key attribute. */
 export interface AttributeDefinition {
@@ -60,7 +61,14 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
     ttlAttribute: 'expiresAt',
   },
   connections: {
-    AttributeDefinitions: [S('pk'), S('sk'), S('stream'), S('identity'), S('connectionId')],
+    AttributeDefinitions: [
+      S('pk'),
+      S('sk'),
+      S('stream'),
+      S('identity'),
+      S('bucket'),
+      S('connectionId'),
+    ],
     KeySchema: key('pk', 'sk'),
     GlobalSecondaryIndexes: [
       {
@@ -71,6 +79,11 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
       {
         IndexName: IDENTITY_INDEX,
         KeySchema: key('identity', 'connectionId'),
+        Projection: { ProjectionType: 'ALL' },
+      },
+      {
+        IndexName: BUCKET_INDEX,
+        KeySchema: key('bucket', 'connectionId'),
         Projection: { ProjectionType: 'ALL' },
       },
     ],
@@ -104,8 +117,7 @@ export interface ConsumerGroupDefinition {
   readonly maxReceiveCount?: number;
 }
 
-/** The topic services write broadcasts to. */
-export const BROADCAST_TOPIC = 'lambdacable.broadcasts';
+export { BROADCAST_TOPIC };
 
 /** The built-in consumer groups. */
 export const consumerGroups: readonly ConsumerGroupDefinition[] = [

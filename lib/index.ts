@@ -27,6 +27,17 @@ export {
 } from './adapters/sqs/batch-consumer';
 export { SqsConsumer, type SqsConsumerOptions } from './adapters/sqs/consumer';
 export { OutboxRelay, type OutboxRelayOptions, type RelayResult } from './adapters/sqs/relay';
+export {
+  BROADCAST_TOPIC,
+  type Broadcast,
+  BroadcastEvent,
+  type BroadcastRequestItem,
+  COMMANDS_KEY,
+  hasBroadcastKey,
+  parseBroadcastRequest,
+  type RemoteCommand,
+  RemoteCommandEvent,
+} from './broadcasts';
 export { SubscriptionTracking } from './broker/base';
 export {
   historyFromRetained,

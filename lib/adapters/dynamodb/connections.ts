@@ -16,6 +16,17 @@ import { awsCall } from '../call';
 export const STREAM_INDEX = 'byStream';
 /** The GSI from identity to connections. */
 export const IDENTITY_INDEX = 'byIdentity';
+/** The sparse GSI over connection items only (not subscriptions), sharded into buckets. */
+export const BUCKET_INDEX = 'byBucket';
+/** Buckets of {@link BUCKET_INDEX}: spreads connection writes over index partitions. */
+export const CONNECTION_BUCKETS = 8;
+
+/** The bucket of a connection: a stable hash of its id. */
+export function connectionBucket(connectionId: string): string {
+  let h = 0;
+  for (let i = 0; i < connectionId.length; i++) h = (h * 31 + connectionId.charCodeAt(i)) | 0;
+  return `b${Math.abs(h) % CONNECTION_BUCKETS}`;
+}
 
 /** API Gateway closes every connection after 2 h; items outlive that by a margin, then expire. */
 const ITEM_TTL_SECONDS = 3 * 3600;
@@ -34,6 +45,7 @@ export class DynamoConnectionStore implements ConnectionStore {
         pk: `c#${c.connectionId}`,
         sk: 'c',
         connectionId: c.connectionId,
+        bucket: connectionBucket(c.connectionId),
         // Empty strings cannot be index keys: anonymous connections stay out of byIdentity.
         identity: c.identity || undefined,
         sid: c.sid,
@@ -162,6 +174,21 @@ export class DynamoConnectionStore implements ConnectionStore {
       }
     }
     return subs;
+  }
+
+  /** Every connection, page by page: a Query per bucket of the sparse index, never a Scan. */
+  async *allConnections(pageSize = 100): AsyncIterable<ConnectionRecord[]> {
+    for (let b = 0; b < CONNECTION_BUCKETS; b++) {
+      for await (const items of this.query(`b${b}`, {
+        IndexName: BUCKET_INDEX,
+        KeyConditionExpression: '#bucket = :b',
+        ExpressionAttributeNames: { '#bucket': 'bucket' },
+        ExpressionAttributeValues: { ':b': { S: `b${b}` } },
+        Limit: pageSize,
+      })) {
+        if (items.length > 0) yield items.map(toConnection);
+      }
+    }
   }
 
   private async *query(

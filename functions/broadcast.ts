@@ -1,0 +1,36 @@
+import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import {
+  BroadcastEvent,
+  type ConsumedMessage,
+  consumeSqsBatch,
+  RemoteCommandEvent,
+  UnknownEventTypeError,
+} from '../lib';
+import { runtime } from './runtime';
+
+/** Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out. */
+export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
+  const { broker, codec, acks, logger, sqs, queues } = runtime();
+  return consumeSqsBatch(
+    event,
+    async (message: ConsumedMessage) => {
+      if (message.type === BroadcastEvent.name) {
+        const { stream, data } = await codec.decode(message.value, BroadcastEvent);
+        await broker.handleBroadcast({ stream, data });
+        logger.info('broadcast', { stream, offset: String(message.offset), id: message.id });
+      } else if (message.type === RemoteCommandEvent.name) {
+        const { command, payload } = await codec.decode(message.value, RemoteCommandEvent);
+        await broker.handleCommand({ command, payload: JSON.parse(payload) });
+        logger.info('remote command', { command, id: message.id });
+      } else {
+        throw new UnknownEventTypeError(message.type);
+      }
+    },
+    {
+      group: 'broadcast',
+      ackStore: acks,
+      logger,
+      visibility: { sqs, queueUrl: () => queues.broadcast! },
+    },
+  );
+};

@@ -1,0 +1,52 @@
+import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2 } from 'aws-lambda';
+import {
+  BroadcastEvent,
+  hasBroadcastKey,
+  MessageFormatError,
+  parseBroadcastRequest,
+  RemoteCommandEvent,
+} from '../lib';
+import { runtime } from './runtime';
+
+/**
+ * AnyCable's HTTP broadcast API, `POST /_broadcast` with `Authorization: Bearer <key>`.
+ * Broadcasts are written to the outbox, so they take the path of every other event and
+ * get offsets from the same sequence.
+ */
+export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyResultV2> => {
+  const { config, producer, codec, logger } = runtime();
+  const authorization = event.headers?.authorization ?? event.headers?.Authorization;
+  if (!hasBroadcastKey(authorization, config.broadcastKey ?? '')) {
+    logger.warn('broadcast refused: missing or wrong key');
+    return { statusCode: 401, body: 'unauthorized' };
+  }
+  const body =
+    event.isBase64Encoded && event.body ? Buffer.from(event.body, 'base64').toString() : event.body;
+  let items: ReturnType<typeof parseBroadcastRequest>;
+  try {
+    items = parseBroadcastRequest(body);
+  } catch (error) {
+    if (!(error instanceof MessageFormatError)) throw error;
+    logger.warn('broadcast refused: malformed body', { reason: error.message });
+    return { statusCode: 422, body: error.message };
+  }
+  await Promise.all(
+    items.map(async (item) => {
+      if (item.kind === 'broadcast') {
+        await producer.publish({
+          key: item.broadcast.stream,
+          type: BroadcastEvent.name,
+          value: await codec.encode(BroadcastEvent, item.broadcast),
+        });
+      } else {
+        await producer.publish({
+          key: RemoteCommandEvent.keyOf(item.command)!,
+          type: RemoteCommandEvent.name,
+          value: await codec.encode(RemoteCommandEvent, item.command),
+        });
+      }
+    }),
+  );
+  logger.info('broadcast accepted', { items: items.length });
+  return { statusCode: 201, body: '' };
+};

@@ -1,0 +1,20 @@
+import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
+import { runtime } from './runtime';
+
+/** DynamoDB Stream of the outbox table → SQS FIFO queues of the subscribed groups. */
+export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> => {
+  const { relay, logger } = runtime();
+  const result = await relay.relay(event.Records);
+  logger.info('outbox relayed', {
+    records: event.Records.length,
+    sent: result.sent,
+    skipped: result.skipped,
+    retryFrom: result.batchItemFailures[0]?.itemIdentifier,
+  });
+  if (result.batchItemFailures.length > 0 && process.env.LAMBDACABLE_STREAM_RETRY === 'batch') {
+    // Locally the stream plugin ignores batchItemFailures; failing the invocation makes it
+    // retry the batch, and SQS drops what was already sent (same deduplication id).
+    throw new Error(`relay failed from record ${result.batchItemFailures[0]?.itemIdentifier}`);
+  }
+  return { batchItemFailures: result.batchItemFailures };
+};

@@ -1,0 +1,47 @@
+import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
+import { runtime } from './runtime';
+
+let lambda: LambdaClient | undefined;
+
+/**
+ * `$connect`: negotiates the subprotocol, identifies the client and stores the connection.
+ * API Gateway cannot post during `$connect`, so `welcome` (or the `unauthorized`
+ * disconnect) is delivered by `ws-welcome`, invoked asynchronously from here.
+ */
+export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayProxyResult> => {
+  const rt = runtime();
+  const connectionId = event.requestContext.connectionId!;
+  const endpoint = rt.managementEndpoint(event.requestContext);
+  const result = await rt.gateway.connect({
+    connectionId,
+    endpoint,
+    query: event.queryStringParameters ?? {},
+    protocols: header(event.headers, 'sec-websocket-protocol'),
+  });
+  if (result.statusCode === 200) {
+    lambda ??= new LambdaClient(rt.lambdaEndpoint ? { endpoint: rt.lambdaEndpoint } : {});
+    await lambda.send(
+      new InvokeCommand({
+        FunctionName: rt.welcomeFunction,
+        InvocationType: 'Event',
+        Payload: new TextEncoder().encode(JSON.stringify({ connectionId, endpoint })),
+      }),
+    );
+  }
+  return {
+    statusCode: result.statusCode,
+    headers: result.protocol ? { 'Sec-WebSocket-Protocol': result.protocol } : {},
+    body: '',
+  };
+};
+
+function header(
+  headers: Record<string, string | undefined> | null,
+  name: string,
+): string | undefined {
+  for (const [key, value] of Object.entries(headers ?? {})) {
+    if (key.toLowerCase() === name) return value;
+  }
+  return undefined;
+}

@@ -1,0 +1,260 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { queueUrlVariable, tableVariable } from './cloudformation';
+import { consumerGroups, type TableName } from './definitions';
+import {
+  freePort,
+  LOCAL_CREDENTIALS,
+  LOCAL_HOST,
+  LOCAL_REGION,
+  type LocalService,
+  startDynamoDBLocal,
+  startSqsLocal,
+} from './local-services';
+import { createLocalResources, type LocalResources } from './resources';
+import { SqsPoller } from './sqs-poller';
+
+/** The stage `npm start` runs; physical names are `lambdacable-local-*`. */
+export const LOCAL_STAGE = 'local';
+const SERVICE = 'lambdacable';
+const PREFIX = `${SERVICE}-${LOCAL_STAGE}`;
+
+/** Options of {@link startLocalStack}; ports default to the documented ones. */
+export interface LocalStackOptions {
+  /** WebSocket port. @default LAMBDACABLE_WS_PORT or 3001 */
+  readonly wsPort?: number;
+  /** HTTP port (broadcast API). @default LAMBDACABLE_HTTP_PORT or 3000 */
+  readonly httpPort?: number;
+  /** serverless-offline's Lambda invoke port. @default LAMBDACABLE_LAMBDA_PORT or 3002 */
+  readonly lambdaPort?: number;
+  /** DynamoDB Local's port. @default LAMBDACABLE_DYNAMODB_PORT or 8000 */
+  readonly dynamodbPort?: number;
+  /** fauxqs' port. @default LAMBDACABLE_SQS_PORT or 9324 */
+  readonly sqsPort?: number;
+  /** Extra environment for the functions (secrets, switches). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Where serverless-offline's output goes. @default inherited (printed) */
+  readonly output?: 'inherit' | 'quiet';
+  /** Runs the pinger function every minute. @default true */
+  readonly pinger?: boolean;
+  /** How long to wait for serverless-offline. @default 120 000 ms */
+  readonly startupTimeoutMs?: number;
+}
+
+/** A running local stack. */
+export interface LocalStack {
+  readonly wsUrl: string;
+  readonly httpUrl: string;
+  readonly dynamodbEndpoint: string;
+  readonly sqsEndpoint: string;
+  readonly resources: LocalResources;
+  /** The environment the functions run with. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Stops every process this stack started. */
+  stop(): Promise<void>;
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..');
+
+/**
+ * Starts the whole system on 127.0.0.1: DynamoDB Local and fauxqs, the tables and queues,
+ * serverless-offline (WebSocket API, HTTP broadcast route, the outbox stream relay through
+ * serverless-offline-dynamodb-streams) and an SQS poller for the SQS-triggered functions.
+ */
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const stops: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const s of stops.reverse()) await s().catch(() => {});
+    stops.length = 0;
+  };
+  try {
+    const port = (value: number | undefined, name: string, fallback: number) =>
+      value ?? (process.env[name] ? Number(process.env[name]) : fallback);
+    const wsPort = port(options.wsPort, 'LAMBDACABLE_WS_PORT', 3001);
+    const httpPort = port(options.httpPort, 'LAMBDACABLE_HTTP_PORT', 3000);
+    const lambdaPort = port(options.lambdaPort, 'LAMBDACABLE_LAMBDA_PORT', 3002);
+
+    const services: LocalService[] = await Promise.all([
+      startDynamoDBLocal({ port: port(options.dynamodbPort, 'LAMBDACABLE_DYNAMODB_PORT', 8000) }),
+      startSqsLocal({ port: port(options.sqsPort, 'LAMBDACABLE_SQS_PORT', 9324) }),
+    ]);
+    const [dynamodbService, sqsService] = services as [LocalService, LocalService];
+    for (const s of services) stops.push(() => s.stop());
+
+    const clientConfig = { region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS };
+    const dynamodb = new DynamoDBClient({ ...clientConfig, endpoint: dynamodbService.endpoint });
+    const sqs = new SQSClient({ ...clientConfig, endpoint: sqsService.endpoint });
+    const resources = await createLocalResources({ dynamodb, sqs, prefix: PREFIX });
+
+    const env: Record<string, string> = {
+      AWS_ACCESS_KEY_ID: LOCAL_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: LOCAL_CREDENTIALS.secretAccessKey,
+      AWS_REGION: LOCAL_REGION,
+      AWS_DEFAULT_REGION: LOCAL_REGION,
+      LAMBDACABLE_DYNAMODB_ENDPOINT: dynamodbService.endpoint,
+      LAMBDACABLE_SQS_ENDPOINT: sqsService.endpoint,
+      LAMBDACABLE_MANAGEMENT_ENDPOINT: `http://${LOCAL_HOST}:${wsPort}`,
+      LAMBDACABLE_LAMBDA_ENDPOINT: `http://${LOCAL_HOST}:${lambdaPort}`,
+      LAMBDACABLE_WS_PORT: String(wsPort),
+      LAMBDACABLE_HTTP_PORT: String(httpPort),
+      LAMBDACABLE_LAMBDA_PORT: String(lambdaPort),
+      // serverless-offline-dynamodb-streams ignores batchItemFailures: the relay throws
+      // instead, so the plugin retries the whole batch (deduplicated by event id).
+      LAMBDACABLE_STREAM_RETRY: 'batch',
+      ...options.env,
+    };
+    for (const table of Object.keys(resources.tables) as TableName[]) {
+      env[tableVariable(table)] = resources.tables[table];
+    }
+    for (const group of consumerGroups) {
+      const queue = resources.queues[group.name];
+      if (queue) env[queueUrlVariable(group.name)] = queue.url;
+    }
+
+    const offline = await startOffline(env, options, httpPort, wsPort);
+    stops.push(() => stopProcess(offline));
+
+    const lambda = new LambdaClient({ ...clientConfig, endpoint: env.LAMBDACABLE_LAMBDA_ENDPOINT });
+    for (const group of consumerGroups) {
+      const queue = resources.queues[group.name]!;
+      const poller = new SqsPoller({
+        sqs,
+        lambda,
+        queueUrl: queue.url,
+        queueArn: queue.arn,
+        functionName: `${PREFIX}-${group.name}`,
+      });
+      poller.start();
+      stops.push(() => poller.stop());
+    }
+    if (options.pinger ?? true) {
+      let pinging = true;
+      const loop = (async () => {
+        while (pinging) {
+          // One run pings for a minute, then the next run takes over (as the schedule does).
+          await lambda
+            .send(
+              new InvokeCommand({ FunctionName: `${PREFIX}-pinger`, Payload: new Uint8Array() }),
+            )
+            .catch((error: unknown) => console.error('pinger failed', error));
+        }
+      })();
+      stops.push(async () => {
+        pinging = false;
+        await Promise.race([loop, new Promise((r) => setTimeout(r, 100))]);
+      });
+    }
+
+    return {
+      wsUrl: `ws://${LOCAL_HOST}:${wsPort}`,
+      httpUrl: `http://${LOCAL_HOST}:${httpPort}`,
+      dynamodbEndpoint: dynamodbService.endpoint,
+      sqsEndpoint: sqsService.endpoint,
+      resources,
+      env,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Picks free ports for every service, for tests that must not clash with `npm start`. */
+export async function freeStackPorts(): Promise<
+  Required<
+    Pick<LocalStackOptions, 'wsPort' | 'httpPort' | 'lambdaPort' | 'dynamodbPort' | 'sqsPort'>
+  >
+> {
+  return {
+    wsPort: await freePort(),
+    httpPort: await freePort(),
+    lambdaPort: await freePort(),
+    dynamodbPort: await freePort(),
+    sqsPort: await freePort(),
+  };
+}
+
+async function startOffline(
+  env: Record<string, string>,
+  options: LocalStackOptions,
+  httpPort: number,
+  wsPort: number,
+): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      join(root, 'node_modules', 'serverless', 'bin', 'serverless.js'),
+      'offline',
+      'start',
+      '--stage',
+      LOCAL_STAGE,
+    ],
+    {
+      cwd: root,
+      env: { ...process.env, ...env, SLS_TELEMETRY_DISABLED: '1', SLS_NOTIFICATIONS_MODE: 'off' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: process.platform !== 'win32',
+    },
+  );
+  const quiet = options.output === 'quiet';
+  let output = '';
+  const onData = (chunk: Buffer) => {
+    const text = chunk.toString();
+    output = (output + text).slice(-16_000);
+    if (!quiet) process.stdout.write(text);
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  process.once('exit', () => killTree(child));
+
+  const timeoutMs = options.startupTimeoutMs ?? 120_000;
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new Error(`serverless offline exited (${child.exitCode}):\n${output}`);
+    }
+    if (
+      output.includes(`listening on ws://${LOCAL_HOST}:${wsPort}`) &&
+      (await reachable(httpPort))
+    ) {
+      return child;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  killTree(child);
+  throw new Error(`serverless offline was not ready within ${timeoutMs} ms:\n${output}`);
+}
+
+async function reachable(port: number): Promise<boolean> {
+  try {
+    await fetch(`http://${LOCAL_HOST}:${port}/`, { signal: AbortSignal.timeout(1_000) });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function killTree(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): void {
+  if (child.exitCode !== null || child.pid === undefined) return;
+  try {
+    if (process.platform !== 'win32') process.kill(-child.pid, signal);
+    else child.kill(signal);
+  } catch {
+    // already gone
+  }
+}
+
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  killTree(child, 'SIGTERM');
+  const timer = setTimeout(() => killTree(child, 'SIGKILL'), 5_000);
+  await exited;
+  clearTimeout(timer);
+}

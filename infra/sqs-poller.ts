@@ -1,0 +1,128 @@
+import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
+import {
+  DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
+  type SQSClient,
+  type Message as SqsMessage,
+} from '@aws-sdk/client-sqs';
+import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+
+/** Options of {@link SqsPoller}. */
+export interface SqsPollerOptions {
+  readonly sqs: SQSClient;
+  readonly lambda: LambdaClient;
+  readonly queueUrl: string;
+  readonly queueArn: string;
+  /** The function to invoke (its deployed name). */
+  readonly functionName: string;
+  /** @default 10 */
+  readonly batchSize?: number;
+  /** Long-poll wait, in seconds. @default 1 */
+  readonly waitTimeSeconds?: number;
+  readonly logger?: Pick<Console, 'error' | 'info'>;
+}
+
+/**
+ * Drives an SQS-triggered function the way Lambda's event source mapping does, for local
+ * runs: receive a batch, invoke, delete what succeeded. With `ReportBatchItemFailures` the
+ * records named in `batchItemFailures` stay (their visibility timeout, or the consumer's
+ * back-off, brings them back and the redrive policy dead-letters them); when the
+ * invocation fails, the whole batch stays.
+ */
+export class SqsPoller {
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private readonly logger: Pick<Console, 'error' | 'info'>;
+
+  constructor(private readonly options: SqsPollerOptions) {
+    this.logger = options.logger ?? console;
+  }
+
+  /** Polls in the background until {@link stop}. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = (async () => {
+      while (this.running) {
+        try {
+          await this.pollOnce();
+        } catch (error) {
+          this.logger.error(`sqs poller (${this.options.functionName}) failed`, error);
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
+    })();
+  }
+
+  /** Stops after the current batch. */
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+
+  /** One receive and, if it got anything, one invocation; returns the number of messages. */
+  async pollOnce(): Promise<number> {
+    const { sqs, queueUrl } = this.options;
+    const received = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queueUrl,
+        MaxNumberOfMessages: this.options.batchSize ?? 10,
+        WaitTimeSeconds: this.options.waitTimeSeconds ?? 1,
+        MessageSystemAttributeNames: ['All'],
+        MessageAttributeNames: ['All'],
+      }),
+    );
+    const messages = received.Messages ?? [];
+    if (messages.length === 0) return 0;
+    const event: SQSEvent = { Records: messages.map((m) => toRecord(m, this.options.queueArn)) };
+    const out = await this.options.lambda.send(
+      new InvokeCommand({
+        FunctionName: this.options.functionName,
+        Payload: new TextEncoder().encode(JSON.stringify(event)),
+      }),
+    );
+    const text = out.Payload ? new TextDecoder().decode(out.Payload) : '';
+    if (out.FunctionError) {
+      this.logger.error(`${this.options.functionName} failed; the batch will be retried: ${text}`);
+      return messages.length;
+    }
+    const response = (text ? JSON.parse(text) : {}) as Partial<SQSBatchResponse> | null;
+    const failed = new Set((response?.batchItemFailures ?? []).map((f) => f.itemIdentifier));
+    const done = messages.filter((m) => !failed.has(m.MessageId ?? ''));
+    for (let i = 0; i < done.length; i += 10) {
+      await sqs.send(
+        new DeleteMessageBatchCommand({
+          QueueUrl: queueUrl,
+          Entries: done.slice(i, i + 10).map((m, j) => ({
+            Id: `m${i + j}`,
+            ReceiptHandle: m.ReceiptHandle,
+          })),
+        }),
+      );
+    }
+    return messages.length;
+  }
+}
+
+function toRecord(m: SqsMessage, queueArn: string): SQSRecord {
+  const a = m.Attributes ?? {};
+  return {
+    messageId: m.MessageId ?? '',
+    receiptHandle: m.ReceiptHandle ?? '',
+    body: m.Body ?? '',
+    attributes: {
+      ApproximateReceiveCount: a.ApproximateReceiveCount ?? '1',
+      SentTimestamp: a.SentTimestamp ?? '0',
+      SenderId: a.SenderId ?? 'local',
+      ApproximateFirstReceiveTimestamp: a.ApproximateFirstReceiveTimestamp ?? '0',
+      ...(a.MessageGroupId ? { MessageGroupId: a.MessageGroupId } : {}),
+      ...(a.MessageDeduplicationId ? { MessageDeduplicationId: a.MessageDeduplicationId } : {}),
+      ...(a.SequenceNumber ? { SequenceNumber: a.SequenceNumber } : {}),
+    },
+    messageAttributes: {},
+    md5OfBody: m.MD5OfBody ?? '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: queueArn,
+    awsRegion: 'us-east-1',
+  };
+}

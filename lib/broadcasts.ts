@@ -1,0 +1,101 @@
+import { timingSafeEqual } from 'node:crypto';
+import { MessageFormatError } from './errors';
+import { defineEvent, type EventType } from './events/event';
+
+/** The topic services write broadcasts and remote commands to; the broadcast consumer reads it. */
+export const BROADCAST_TOPIC = 'lambdacable.broadcasts';
+
+/** Key of remote commands: one partition, so commands keep their order. */
+export const COMMANDS_KEY = '$commands';
+
+/** A message for a stream's subscribers (AnyCable's broadcast: `{ stream, data }`). */
+export interface Broadcast {
+  readonly stream: string;
+  /** The payload, usually a JSON string; subscribers get it JSON-decoded. */
+  readonly data: string;
+}
+
+/** A remote command (AnyCable's `{ command, payload }`); `payload` is JSON. */
+export interface RemoteCommand {
+  readonly command: string;
+  readonly payload: string;
+}
+
+/** The built-in broadcast event; its key is the stream, so one stream's messages keep their order. */
+export const BroadcastEvent: EventType<Broadcast> = defineEvent<Broadcast>({
+  name: 'lambdacable.Broadcast',
+  topic: BROADCAST_TOPIC,
+  schema: {
+    type: 'record',
+    fields: [
+      { name: 'stream', type: 'string' },
+      { name: 'data', type: 'string' },
+    ],
+  },
+  key: (value) => value.stream,
+});
+
+/** The built-in remote command event. */
+export const RemoteCommandEvent: EventType<RemoteCommand> = defineEvent<RemoteCommand>({
+  name: 'lambdacable.RemoteCommand',
+  topic: BROADCAST_TOPIC,
+  schema: {
+    type: 'record',
+    fields: [
+      { name: 'command', type: 'string' },
+      { name: 'payload', type: 'string', default: '{}' },
+    ],
+  },
+  key: () => COMMANDS_KEY,
+});
+
+/** One item of an HTTP broadcast request. */
+export type BroadcastRequestItem =
+  | { readonly kind: 'broadcast'; readonly broadcast: Broadcast }
+  | { readonly kind: 'command'; readonly command: RemoteCommand };
+
+/**
+ * Parses an AnyCable broadcast API body: `{"stream","data"}`, `{"command","payload"}` or an
+ * array of them. Throws {@link MessageFormatError} naming what is wrong.
+ */
+export function parseBroadcastRequest(body: string | undefined | null): BroadcastRequestItem[] {
+  if (!body) throw new MessageFormatError('empty body: expected {"stream","data"} or an array');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new MessageFormatError('body is not JSON');
+  }
+  const items = Array.isArray(parsed) ? parsed : [parsed];
+  if (items.length === 0) throw new MessageFormatError('empty array: nothing to broadcast');
+  return items.map((item, index): BroadcastRequestItem => {
+    const at = Array.isArray(parsed) ? ` at index ${index}` : '';
+    if (typeof item !== 'object' || item === null) {
+      throw new MessageFormatError(`item${at} is not an object`);
+    }
+    const { stream, data, command, payload } = item as Record<string, unknown>;
+    if (typeof command === 'string' && command.length > 0) {
+      return {
+        kind: 'command',
+        command: { command, payload: JSON.stringify(payload ?? {}) },
+      };
+    }
+    if (typeof stream !== 'string' || stream.length === 0) {
+      throw new MessageFormatError(`item${at}: "stream" must be a non-empty string`);
+    }
+    if (typeof data !== 'string') {
+      throw new MessageFormatError(`item${at}: "data" must be a string (JSON-encode objects)`);
+    }
+    return { kind: 'broadcast', broadcast: { stream, data } };
+  });
+}
+
+/** Whether an `Authorization` header carries `Bearer <key>`, compared in constant time. */
+export function hasBroadcastKey(header: string | undefined, key: string): boolean {
+  if (!key || !header) return false;
+  const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+  if (!match?.[1]) return false;
+  const given = Buffer.from(match[1]);
+  const expected = Buffer.from(key);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
