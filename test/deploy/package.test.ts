@@ -25,7 +25,11 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     await promisify(execFile)(
       process.execPath,
       ['node_modules/serverless/bin/serverless.js', 'package', '--stage', 'ci', '--package', dir],
-      { env: { ...env, SLS_TELEMETRY_DISABLED: '1', HOME: dir }, maxBuffer: 16 * 1024 * 1024 },
+      { env: {
+          ...env,
+          SLS_TELEMETRY_DISABLED: '1',
+          LAMBDACABLE_BUILD_DIR: '.esbuild-package-test',
+        }, maxBuffer: 16 * 1024 * 1024 },
     );
     const template = JSON.parse(
       await readFile(join(dir, 'cloudformation-template-update-stack.json'), 'utf8'),

@@ -1,0 +1,236 @@
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { type Cable, createCable, type PubSubChannel } from '@anycable/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { commitDemoBroadcast } from '../../infra/demo';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../infra/local-services';
+import { connectionBucket, createConnectToken, signStreamName } from '../../lib';
+
+const secrets = {
+  LAMBDACABLE_JWT_SECRET: 'e2e-jwt-secret',
+  LAMBDACABLE_STREAMS_SECRET: 'e2e-streams-secret',
+  LAMBDACABLE_BROADCAST_KEY: 'e2e-broadcast-key',
+  LAMBDACABLE_PUBLIC_STREAMS: 'false',
+  LAMBDACABLE_ALLOW_ANONYMOUS: 'false',
+};
+const PREFIX = 'lambdacable-local';
+
+let stack: LocalStack;
+let dynamodb: DynamoDBClient;
+const cables: Cable[] = [];
+
+beforeAll(async () => {
+  stack = await startLocalStack({ ...(await freeStackPorts()), env: secrets, output: 'quiet' });
+  dynamodb = new DynamoDBClient({
+    endpoint: stack.dynamodbEndpoint,
+    region: LOCAL_REGION,
+    credentials: LOCAL_CREDENTIALS,
+  });
+}, 240_000);
+
+afterAll(async () => {
+  for (const cable of cables) cable.disconnect();
+  dynamodb?.destroy();
+  await stack?.stop();
+}, 60_000);
+
+interface Received {
+  readonly messages: unknown[];
+}
+
+function cable(token: string | undefined, options: Record<string, unknown> = {}): Cable {
+  const c = createCable(stack.wsUrl, {
+    websocketImplementation: WebSocket,
+    protocol: 'actioncable-v1-ext-json',
+    logLevel: 'error',
+    ...(token ? { auth: { token } } : {}),
+    ...options,
+  });
+  cables.push(c);
+  return c;
+}
+
+function collect(channel: PubSubChannel): Received {
+  const received: Received = { messages: [] };
+  channel.on('message', (msg) => {
+    received.messages.push(msg);
+  });
+  return received;
+}
+
+async function until<T>(probe: () => T | undefined, timeoutMs = 20_000, what = 'condition') {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const token = (sub: string) => createConnectToken({ sub, ttlSeconds: 600 }, secrets.LAMBDACABLE_JWT_SECRET);
+const signed = (stream: string) => signStreamName(stream, secrets.LAMBDACABLE_STREAMS_SECRET);
+const publish = (stream: string, data: string, fail = false) =>
+  commitDemoBroadcast({ dynamodb, prefix: PREFIX, stream, data, fail });
+
+describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @anycable/core)', () => {
+  it('welcomes a client with a valid JWT, confirms a signed stream and delivers a committed event with epoch and offset; a cancelled one never arrives', async () => {
+    const c = cable(await token('alice'));
+    await c.connect();
+    expect(c.sessionId).toBeTruthy();
+    const channel = c.streamFromSigned(signed('orders/1'));
+    const got = collect(channel);
+    await channel.ensureSubscribed();
+
+    expect((await publish('orders/1', JSON.stringify({ n: 1 }))).committed).toBe(true);
+    await until(() => got.messages.length >= 1, 20_000, 'the committed broadcast');
+    expect(got.messages).toEqual([{ n: 1 }]);
+    const position = (c.protocol as unknown as { streamsPositions: Record<string, unknown> })
+      .streamsPositions['orders/1'];
+    expect(position).toMatchObject({ epoch: expect.any(String), offset: 1 });
+
+    expect((await publish('orders/1', JSON.stringify({ n: 'never' }), true)).committed).toBe(false);
+    expect((await publish('orders/1', JSON.stringify({ n: 2 }))).committed).toBe(true);
+    await until(() => got.messages.length >= 2, 20_000, 'the second broadcast');
+    expect(got.messages).toEqual([{ n: 1 }, { n: 2 }]);
+  });
+
+  it('restores the session after a reconnect and replays exactly the missed messages, in order, then live ones', async () => {
+    const c = cable(await token('bob'));
+    await c.connect();
+    const channel = c.streamFromSigned(signed('chat/restore'));
+    const got = collect(channel);
+    await channel.ensureSubscribed();
+    await publish('chat/restore', JSON.stringify({ m: 0 }));
+    await until(() => got.messages.length === 1, 20_000, 'the first message');
+
+    const restored: string[][] = [];
+    c.on('connect', (event: { restored?: boolean }) => {
+      if (event.restored) restored.push([]);
+    });
+    c.disconnect();
+    for (let m = 1; m <= 3; m++) await publish('chat/restore', JSON.stringify({ m }));
+    // Let the broadcasts go through the relay and the consumer while the client is away.
+    await new Promise((r) => setTimeout(r, 3_000));
+    await c.connect();
+    await until(() => got.messages.length >= 4, 20_000, 'the missed messages');
+    await publish('chat/restore', JSON.stringify({ m: 4 }));
+    await until(() => got.messages.length >= 5, 20_000, 'the live message');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(got.messages).toEqual([{ m: 0 }, { m: 1 }, { m: 2 }, { m: 3 }, { m: 4 }]);
+    expect(restored).toHaveLength(1);
+  });
+
+  it('rejects a forged signed stream and disconnects a bad JWT as unauthorized', async () => {
+    const c = cable(await token('carol'));
+    await c.connect();
+    const forged = c.streamFromSigned(`${signed('secret').split('--')[0]}--${'0'.repeat(64)}`);
+    await expect(forged.ensureSubscribed()).rejects.toThrow();
+
+    const frames = await rawFrames(`${stack.wsUrl}?jid=not-a-token`, 1);
+    expect(frames[0]).toEqual({ type: 'disconnect', reason: 'unauthorized', reconnect: false });
+  });
+
+  it('accepts an HTTP broadcast with the key (delivered) and refuses one without it (401) or malformed (422)', async () => {
+    const c = cable(await token('dave'));
+    await c.connect();
+    const channel = c.streamFromSigned(signed('http/1'));
+    const got = collect(channel);
+    await channel.ensureSubscribed();
+    const post = (body: string, key?: string) =>
+      fetch(`${stack.httpUrl}/_broadcast`, {
+        method: 'POST',
+        headers: key ? { authorization: `Bearer ${key}` } : {},
+        body,
+      });
+    const body = JSON.stringify({ stream: 'http/1', data: JSON.stringify({ via: 'http' }) });
+    expect((await post(body)).status).toBe(401);
+    expect((await post(body, 'wrong')).status).toBe(401);
+    expect((await post('{"stream":', secrets.LAMBDACABLE_BROADCAST_KEY)).status).toBe(422);
+    expect((await post(body, secrets.LAMBDACABLE_BROADCAST_KEY)).status).toBe(201);
+    await until(() => got.messages.length >= 1, 20_000, 'the HTTP broadcast');
+    expect(got.messages).toEqual([{ via: 'http' }]);
+  });
+
+  it('fans each of 20 broadcasts out to 200 clients, and removes a vanished connection on its first 410', async () => {
+    const stream = 'fanout/1';
+    const n = 200;
+    const clients = await Promise.all(
+      Array.from({ length: n }, async (_, i) => {
+        const c = cable(await token(`user-${i}`), { monitor: false });
+        await c.connect();
+        const channel = c.streamFromSigned(signed(stream));
+        const got = collect(channel);
+        await channel.ensureSubscribed();
+        return got;
+      }),
+    );
+    // A connection API Gateway no longer knows (closed without $disconnect).
+    const ghost = 'ghost-connection';
+    const table = stack.resources.tables.connections;
+    await dynamodb.send(
+      new PutItemCommand({
+        TableName: table,
+        Item: {
+          pk: { S: `c#${ghost}` },
+          sk: { S: `s#${stream}#ghost` },
+          connectionId: { S: ghost },
+          stream: { S: stream },
+          identifier: { S: 'ghost' },
+        },
+      }),
+    );
+    await dynamodb.send(
+      new PutItemCommand({
+        TableName: table,
+        Item: {
+          pk: { S: `c#${ghost}` },
+          sk: { S: 'c' },
+          connectionId: { S: ghost },
+          bucket: { S: connectionBucket(ghost) },
+          sid: { S: 'ghost' },
+          protocol: { S: 'actioncable-v1-ext-json' },
+          connectedAt: { N: '0' },
+        },
+      }),
+    );
+    for (let i = 0; i < 20; i++) await publish(stream, JSON.stringify({ i }));
+    await until(
+      () => clients.every((c) => c.messages.length >= 20),
+      90_000,
+      'every client to get 20 broadcasts',
+    );
+    const expected = Array.from({ length: 20 }, (_, i) => ({ i }));
+    for (const c of clients) expect(c.messages).toEqual(expected);
+    const { GetItemCommand } = await import('@aws-sdk/client-dynamodb');
+    const left = await dynamodb.send(
+      new GetItemCommand({ TableName: table, Key: { pk: { S: `c#${ghost}` }, sk: { S: 'c' } } }),
+    );
+    expect(left.Item).toBeUndefined();
+  }, 180_000);
+});
+
+/** Opens a raw socket with the extended subprotocol and returns its first `count` frames. */
+function rawFrames(url: string, count: number): Promise<unknown[]> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, 'actioncable-v1-ext-json');
+    const frames: unknown[] = [];
+    const timer = setTimeout(() => {
+      ws.terminate();
+      reject(new Error(`got ${frames.length} of ${count} frames`));
+    }, 15_000);
+    ws.on('message', (data) => {
+      frames.push(JSON.parse(String(data)));
+      if (frames.length === count) {
+        clearTimeout(timer);
+        ws.close();
+        resolve(frames);
+      }
+    });
+    ws.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}
