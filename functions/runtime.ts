@@ -76,7 +76,8 @@ export function buildRuntime(env: Readonly<Record<string, string | undefined>>):
   );
   const routes: Record<string, string[]> = {};
   for (const group of consumerGroups) {
-    for (const topic of group.topics) (routes[topic] ??= []).push(queues[group.name]!);
+    for (const topic of group.topics)
+      routes[topic] = [...(routes[topic] ?? []), queues[group.name]!];
   }
 
   const store = new DynamoConnectionStore({ client: dynamodb, tableName: tables.connections });

@@ -1,11 +1,22 @@
 import { runtime } from './runtime';
 
-/** Invoked asynchronously by `ws-connect`: delivers `welcome` once the connection exists. */
-export const handler = async (event: {
-  connectionId: string;
-  endpoint?: string;
-}): Promise<{ delivered: boolean }> => {
-  const { gateway } = runtime();
-  const delivered = await gateway.welcome(event.connectionId);
-  return { delivered };
+/** Attempts and pause between them: the connection becomes reachable once $connect returned. */
+const ATTEMPTS = 40;
+const PAUSE_MS = 100;
+
+/**
+ * Invoked asynchronously by `ws-connect`: delivers `welcome` (or the `unauthorized`
+ * disconnect) once API Gateway has established the connection, so the client's wait for
+ * welcome always ends.
+ */
+export const handler = async (event: { connectionId: string }): Promise<{ delivered: boolean }> => {
+  const { gateway, logger } = runtime();
+  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+    if (await gateway.welcome(event.connectionId)) return { delivered: true };
+    await new Promise((r) => setTimeout(r, PAUSE_MS));
+  }
+  logger.warn('welcome not delivered: the connection never became reachable', {
+    connectionId: event.connectionId,
+  });
+  return { delivered: false };
 };

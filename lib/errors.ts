@@ -110,3 +110,47 @@ export class AwsResourceError extends LambdacableError {
     this.ids = fields.ids ?? [];
   }
 }
+
+/** A connect token (or its absence) that does not identify a client: malformed, forged, expired. */
+export class UnauthorizedError extends LambdacableError {
+  /** What is wrong: `missing`, `malformed`, `signature`, `expired` or `claims`. */
+  readonly reason: 'missing' | 'malformed' | 'signature' | 'expired' | 'claims';
+  constructor(
+    message: string,
+    fields: {
+      reason: 'missing' | 'malformed' | 'signature' | 'expired' | 'claims';
+      cause?: unknown;
+    },
+  ) {
+    super(message, { cause: fields.cause });
+    this.name = 'UnauthorizedError';
+    this.reason = fields.reason;
+  }
+}
+
+/** A client frame the gateway refuses: oversize, not JSON, unknown command or identifier, forbidden action. */
+export class ProtocolError extends LambdacableError {
+  readonly connectionId: string;
+  readonly command: string | undefined;
+  readonly identifier: string | undefined;
+  constructor(
+    message: string,
+    fields: { connectionId: string; command?: string; identifier?: string; cause?: unknown },
+  ) {
+    super(message, { cause: fields.cause });
+    this.name = 'ProtocolError';
+    this.connectionId = fields.connectionId;
+    this.command = fields.command;
+    this.identifier = fields.identifier;
+  }
+}
+
+/** A setting with a value that cannot be used; names the variable and what was expected. */
+export class ConfigError extends LambdacableError {
+  readonly variable: string;
+  constructor(message: string, fields: { variable: string }) {
+    super(message);
+    this.name = 'ConfigError';
+    this.variable = fields.variable;
+  }
+}

@@ -1,8 +1,15 @@
+export {
+  ApiGatewayConnectionApi,
+  type ApiGatewayConnectionApiOptions,
+} from './adapters/apigateway/connection-api';
 export { awsCall } from './adapters/call';
 export { AwsClient, type AwsClientOptions } from './adapters/client';
 export { DynamoAckStore } from './adapters/dynamodb/acks';
 export { DynamoBroker, type DynamoBrokerOptions } from './adapters/dynamodb/broker';
 export {
+  BUCKET_INDEX,
+  CONNECTION_BUCKETS,
+  connectionBucket,
   DynamoConnectionStore,
   IDENTITY_INDEX,
   STREAM_INDEX,
@@ -85,11 +92,47 @@ export {
   type SenderStats,
 } from './events/sender';
 export {
+  broadcastFrame,
+  type DeliveryReport,
+  decodeData,
+  forEachConcurrently,
+  GatewayBroadcaster,
+  type GatewayBroadcasterOptions,
+  type GatewayLogger,
+  noopLogger,
+} from './gateway/broadcaster';
+export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './gateway/config';
+export {
+  type ConnectionApi,
+  MemoryConnectionApi,
+  type PostedFrame,
+} from './gateway/connection-api';
+export {
   type ConnectionRecord,
   type ConnectionStore,
   MemoryConnectionStore,
   type Subscription,
 } from './gateway/connections';
+export {
+  type ConnectRequest,
+  type ConnectResult,
+  EXT_PROTOCOL,
+  Gateway,
+  type GatewayOptions,
+  type PingReport,
+  PLAIN_PROTOCOL,
+  PUBSUB_CHANNEL,
+  Session,
+  type SessionState,
+  type SessionSubscription,
+} from './gateway/gateway';
+export {
+  type ConnectTokenClaims,
+  createConnectToken,
+  signStreamName,
+  verifyConnectToken,
+  verifySignedStreamName,
+} from './gateway/tokens';
 export {
   type DeadLetter,
   MemoryClient,

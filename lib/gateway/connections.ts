@@ -3,7 +3,7 @@ export interface ConnectionRecord {
   readonly connectionId: string;
   /** Who the client is (the token's subject), or `''` when anonymous. */
   readonly identity: string;
-  /** The session id sent in `welcome`. */
+  /** The session id sent in `welcome`; `''` for a refused connection (it has no session). */
   readonly sid: string;
   /** The negotiated subprotocol. */
   readonly protocol: string;
@@ -21,6 +21,8 @@ export interface Subscription {
   readonly identifier: string;
   /** Whether whispers are allowed on this subscription. */
   readonly whisper?: boolean;
+  /** The connection's management API endpoint, saving a read per subscriber on fan-out. */
+  readonly endpoint?: string;
 }
 
 /** Connections and their subscriptions, with a lookup from stream to subscribers. */
@@ -41,6 +43,11 @@ export interface ConnectionStore {
   subscribersOf(stream: string, pageSize?: number): AsyncIterable<Subscription[]>;
   /** Removes a connection and all its subscriptions; returns the removed subscriptions. */
   removeConnection(connectionId: string): Promise<Subscription[]>;
+  /**
+   * Every stored connection (never subscriptions), page by page, each exactly once, pages of
+   * at most `pageSize` (default 100) and never empty; order unspecified; no Scan.
+   */
+  allConnections(pageSize?: number): AsyncIterable<ConnectionRecord[]>;
 }
 
 /** An in-memory {@link ConnectionStore}. */
@@ -82,6 +89,11 @@ export class MemoryConnectionStore implements ConnectionStore {
     const all = [...this.subscriptions.values()].flatMap((subs) =>
       [...subs.values()].filter((s) => s.stream === stream),
     );
+    for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize);
+  }
+
+  async *allConnections(pageSize = 100): AsyncIterable<ConnectionRecord[]> {
+    const all = [...this.connections.values()];
     for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize);
   }
 

@@ -96,6 +96,29 @@ export function connectionStoreContract(
       ]);
     });
 
+    it('lists every connection page by page, each once, without subscriptions', async () => {
+      const mine = Array.from({ length: 23 }, (_, i) => connection(id(`all${i}`)));
+      await Promise.all(mine.map((c) => store.putConnection(c)));
+      await store.addSubscription({
+        connectionId: mine[0]!.connectionId,
+        stream: id('stream'),
+        identifier: 'i',
+      });
+      const removed = connection(id('gone'));
+      await store.putConnection(removed);
+      await store.removeConnection(removed.connectionId);
+      const pages: ConnectionRecord[][] = [];
+      for await (const page of store.allConnections(10)) pages.push(page);
+      expect(pages.every((p) => p.length > 0 && p.length <= 10)).toBe(true);
+      const seen = pages.flat().map((c) => c.connectionId);
+      // The table may hold other tests' connections: only ours are asserted.
+      const ours = new Set(mine.map((c) => c.connectionId));
+      expect(seen.filter((c) => ours.has(c)).sort()).toEqual([...ours].sort());
+      expect(new Set(seen).size).toBe(seen.length);
+      expect(seen).not.toContain(removed.connectionId);
+      expect(pages.flat().find((c) => c.connectionId === mine[5]!.connectionId)).toEqual(mine[5]);
+    });
+
     it('removes a connection with all its subscriptions', async () => {
       const c = connection(id('c'));
       const stream = id('stream');

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerGroups, tableName, tables } from '../../infra/definitions';
 
+// biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is untyped JSON.
 type Resource = { Type: string; Properties: Record<string, any>; DependsOn?: unknown };
 
 /** `serverless package` offline, without AWS credentials, and the template it generates. */
@@ -25,11 +26,14 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     await promisify(execFile)(
       process.execPath,
       ['node_modules/serverless/bin/serverless.js', 'package', '--stage', 'ci', '--package', dir],
-      { env: {
+      {
+        env: {
           ...env,
           SLS_TELEMETRY_DISABLED: '1',
           LAMBDACABLE_BUILD_DIR: '.esbuild-package-test',
-        }, maxBuffer: 16 * 1024 * 1024 },
+        },
+        maxBuffer: 16 * 1024 * 1024,
+      },
     );
     const template = JSON.parse(
       await readFile(join(dir, 'cloudformation-template-update-stack.json'), 'utf8'),

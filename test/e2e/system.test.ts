@@ -1,10 +1,10 @@
+import { type Cable, createCable } from '@anycable/core';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { type Cable, createCable, type PubSubChannel } from '@anycable/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { commitDemoBroadcast } from '../../infra/demo';
-import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../infra/local-services';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
 import { connectionBucket, createConnectToken, signStreamName } from '../../lib';
 
 const secrets = {
@@ -51,9 +51,9 @@ function cable(token: string | undefined, options: Record<string, unknown> = {})
   return c;
 }
 
-function collect(channel: PubSubChannel): Received {
+function collect(channel: ReturnType<Cable['streamFromSigned']>): Received {
   const received: Received = { messages: [] };
-  channel.on('message', (msg) => {
+  channel.on('message', (msg: unknown) => {
     received.messages.push(msg);
   });
   return received;
@@ -69,7 +69,8 @@ async function until<T>(probe: () => T | undefined, timeoutMs = 20_000, what = '
   }
 }
 
-const token = (sub: string) => createConnectToken({ sub, ttlSeconds: 600 }, secrets.LAMBDACABLE_JWT_SECRET);
+const token = (sub: string) =>
+  createConnectToken({ sub, ttlSeconds: 600 }, secrets.LAMBDACABLE_JWT_SECRET);
 const signed = (stream: string) => signStreamName(stream, secrets.LAMBDACABLE_STREAMS_SECRET);
 const publish = (stream: string, data: string, fail = false) =>
   commitDemoBroadcast({ dynamodb, prefix: PREFIX, stream, data, fail });

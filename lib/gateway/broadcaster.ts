@@ -1,0 +1,266 @@
+import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../broker/types';
+import { type Clock, systemClock } from '../messaging/types';
+import type { ConnectionApi } from './connection-api';
+import type { ConnectionRecord, ConnectionStore, Subscription } from './connections';
+
+/** The logging the gateway needs; Powertools' `Logger` and `console` both fit. */
+export interface GatewayLogger {
+  /** Detail for troubleshooting. */
+  debug(message: string, ...attributes: Record<string, unknown>[]): void;
+  /** A normal event. */
+  info(message: string, ...attributes: Record<string, unknown>[]): void;
+  /** A refused input or a recoverable problem. */
+  warn(message: string, ...attributes: Record<string, unknown>[]): void;
+  /** A failure that lost work. */
+  error(message: string, ...attributes: Record<string, unknown>[]): void;
+}
+
+/** A logger that drops everything. */
+export const noopLogger: GatewayLogger = {
+  debug() {},
+  info() {},
+  warn() {},
+  error() {},
+};
+
+/** What a fan-out did. */
+export interface DeliveryReport {
+  /** Frames delivered. */
+  sent: number;
+  /** Connections that answered 410 (removed unless just connected). */
+  gone: string[];
+  /** Posts that threw; the other posts went on. */
+  failed: { connectionId: string; error: unknown }[];
+}
+
+/** Options of {@link GatewayBroadcaster}. */
+export interface GatewayBroadcasterOptions {
+  readonly store: ConnectionStore;
+  readonly api: ConnectionApi;
+  /** @default {@link noopLogger} */
+  readonly logger?: GatewayLogger;
+  /**
+   * Posts in flight at once.
+   * @default 50
+   */
+  readonly concurrency?: number;
+  /**
+   * Subscribers read per page.
+   * @default 100
+   */
+  readonly pageSize?: number;
+  /** @default the system clock */
+  readonly clock?: Clock;
+  /**
+   * A connection younger than this (ms) is not removed on a 410: API Gateway answers 410
+   * until `$connect` has returned, while the connection is already stored.
+   * @default 10000
+   */
+  readonly goneGraceMs?: number;
+}
+
+/** The frame of a stream message for one subscription (AnyCable's broadcast reply). */
+export function broadcastFrame(identifier: string, msg: StreamMessage): string {
+  const message = decodeData(msg.data);
+  if (msg.meta?.transient || msg.offset === undefined || msg.epoch === undefined) {
+    return JSON.stringify({ identifier, message });
+  }
+  return JSON.stringify({
+    identifier,
+    message,
+    stream_id: msg.stream,
+    epoch: msg.epoch,
+    offset: msg.offset,
+  });
+}
+
+/** A broadcast's data as subscribers see it: JSON-decoded, or the string itself when not JSON. */
+export function decodeData(data: string): unknown {
+  try {
+    return JSON.parse(data) as unknown;
+  } catch {
+    return data;
+  }
+}
+
+/** Runs `fn` over `items` with at most `limit` calls in flight; never rejects. */
+export async function forEachConcurrently<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++]!;
+      await fn(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+/**
+ * The {@link Broadcaster} of API Gateway WebSockets: fans a stream message out to the
+ * stream's subscribers in the {@link ConnectionStore}, page by page, with bounded
+ * concurrency. A 410 removes that connection; a failing post is logged and never stops
+ * the others. Lambda keeps no local subscribers, so `subscribe`/`unsubscribe` do nothing.
+ */
+export class GatewayBroadcaster implements Broadcaster {
+  private readonly store: ConnectionStore;
+  private readonly api: ConnectionApi;
+  private readonly logger: GatewayLogger;
+  private readonly concurrency: number;
+  private readonly pageSize: number;
+  private readonly clock: Clock;
+  private readonly goneGraceMs: number;
+
+  constructor(options: GatewayBroadcasterOptions) {
+    this.store = options.store;
+    this.api = options.api;
+    this.logger = options.logger ?? noopLogger;
+    this.concurrency = options.concurrency ?? 50;
+    this.pageSize = options.pageSize ?? 100;
+    this.clock = options.clock ?? systemClock;
+    this.goneGraceMs = options.goneGraceMs ?? 10_000;
+    if (!(this.concurrency >= 1)) throw new RangeError('concurrency must be at least 1');
+  }
+
+  async broadcast(msg: StreamMessage): Promise<void> {
+    const report = await this.deliver(msg.stream, (sub) => broadcastFrame(sub.identifier, msg));
+    this.logReport('broadcast', msg.stream, report);
+  }
+
+  /**
+   * Posts `render(subscription)` to every subscriber of `stream` but those of `except`
+   * (a connection id); `render` returning `undefined` skips a subscriber.
+   */
+  async deliver(
+    stream: string,
+    render: (sub: Subscription) => string | undefined,
+    except?: string,
+  ): Promise<DeliveryReport> {
+    const report: DeliveryReport = { sent: 0, gone: [], failed: [] };
+    for await (const page of this.store.subscribersOf(stream, this.pageSize)) {
+      const targets = page.filter((s) => s.connectionId !== except);
+      await forEachConcurrently(targets, this.concurrency, async (sub) => {
+        const frame = render(sub);
+        if (frame === undefined) return;
+        const endpoint = sub.endpoint ?? (await this.endpointOf(sub.connectionId));
+        await this.postOne(sub.connectionId, frame, endpoint, report);
+      });
+    }
+    return report;
+  }
+
+  async broadcastCommand(cmd: RemoteCommandMessage): Promise<void> {
+    const payload = (
+      typeof cmd.payload === 'object' && cmd.payload !== null ? cmd.payload : {}
+    ) as Record<string, unknown>;
+    if (cmd.command === 'disconnect') {
+      await this.remoteDisconnect(payload);
+    } else if (cmd.command === 'unsubscribe') {
+      await this.remoteUnsubscribe(payload);
+    } else {
+      this.logger.warn('unknown remote command', { command: cmd.command });
+    }
+  }
+
+  async subscribe(_stream: string): Promise<void> {}
+
+  async unsubscribe(_stream: string): Promise<void> {}
+
+  /** Posts one frame, recording the outcome; removes the connection on a 410 after the grace period. */
+  async postOne(
+    connectionId: string,
+    frame: string,
+    endpoint: string | undefined,
+    report: DeliveryReport,
+  ): Promise<'sent' | 'gone' | 'failed'> {
+    try {
+      const result = await this.api.post(connectionId, frame, endpoint);
+      if (result === 'sent') {
+        report.sent++;
+        return 'sent';
+      }
+      report.gone.push(connectionId);
+      await this.removeGone(connectionId);
+      return 'gone';
+    } catch (error) {
+      report.failed.push({ connectionId, error });
+      return 'failed';
+    }
+  }
+
+  // Subscriptions stored without their connection's endpoint cost one read to find it.
+  private async endpointOf(connectionId: string): Promise<string | undefined> {
+    return (await this.store.getConnection(connectionId))?.endpoint;
+  }
+
+  private async removeGone(connectionId: string): Promise<void> {
+    const connection = await this.store.getConnection(connectionId);
+    if (connection && this.clock.now() - connection.connectedAt < this.goneGraceMs) return;
+    await this.store.removeConnection(connectionId);
+  }
+
+  private async remoteDisconnect(payload: Record<string, unknown>): Promise<void> {
+    // AnyCable's remote disconnect names the identity `identifier`; `identity` is accepted too.
+    const identity = payload.identity ?? payload.identifier;
+    const connectionId = payload.connectionId;
+    let targets: ConnectionRecord[];
+    if (typeof connectionId === 'string') {
+      const c = await this.store.getConnection(connectionId);
+      targets = c ? [c] : [];
+    } else if (typeof identity === 'string') {
+      targets = await this.store.connectionsOf(identity);
+    } else {
+      this.logger.warn('remote disconnect without identity or connectionId', { payload });
+      return;
+    }
+    const frame = JSON.stringify({
+      type: 'disconnect',
+      reason: 'remote',
+      reconnect: typeof payload.reconnect === 'boolean' ? payload.reconnect : true,
+    });
+    const report: DeliveryReport = { sent: 0, gone: [], failed: [] };
+    await forEachConcurrently(targets, this.concurrency, async (c) => {
+      const result = await this.postOne(c.connectionId, frame, c.endpoint, report);
+      if (result === 'gone') return;
+      try {
+        await this.api.close(c.connectionId, c.endpoint);
+      } catch (error) {
+        report.failed.push({ connectionId: c.connectionId, error });
+      }
+    });
+    this.logReport('remote disconnect', String(connectionId ?? identity), report);
+  }
+
+  private async remoteUnsubscribe(payload: Record<string, unknown>): Promise<void> {
+    const stream = payload.stream;
+    if (typeof stream !== 'string' || !stream) {
+      this.logger.warn('remote unsubscribe without stream', { payload });
+      return;
+    }
+    const subs: Subscription[] = [];
+    for await (const page of this.store.subscribersOf(stream, this.pageSize)) subs.push(...page);
+    await forEachConcurrently(subs, this.concurrency, (s) =>
+      this.store.removeSubscription(s.connectionId, s.stream, s.identifier),
+    );
+    this.logger.info('remote unsubscribe', { stream, subscriptions: subs.length });
+  }
+
+  private logReport(what: string, target: string, report: DeliveryReport): void {
+    for (const f of report.failed) {
+      this.logger.error(`${what}: post failed`, {
+        target,
+        connectionId: f.connectionId,
+        error: f.error instanceof Error ? f.error.message : String(f.error),
+      });
+    }
+    this.logger.debug(what, {
+      target,
+      sent: report.sent,
+      gone: report.gone.length,
+      failed: report.failed.length,
+    });
+  }
+}
