@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -116,6 +117,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       if (queue) env[queueUrlVariable(group.name)] = queue.url;
     }
 
+    // The stream plugin's checkpoints name streams of earlier (in-memory) DynamoDB runs.
+    await rm(join(root, '.serverless-offline-dynamodb-streams.json'), { force: true });
     const offline = await startOffline(env, options, httpPort, wsPort);
     stops.push(() => stopProcess(offline));
 
