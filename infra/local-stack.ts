@@ -107,6 +107,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       // serverless-offline-dynamodb-streams ignores batchItemFailures: the relay throws
       // instead, so the plugin retries the whole batch (deduplicated by event id).
       LAMBDACABLE_STREAM_RETRY: 'batch',
+      LAMBDACABLE_SCHEDULE_PINGER: 'false',
+      // Node 20 is this project's runtime; the SDK's notice about Node 22 is known.
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
       ...options.env,
     };
     for (const table of Object.keys(resources.tables) as TableName[]) {

@@ -11,6 +11,7 @@ const DEV_DEFAULTS: Record<string, string> = {
   LAMBDACABLE_BROADCAST_KEY: 'local-broadcast-key',
 };
 
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const env: Record<string, string> = {};
 for (const [name, fallback] of Object.entries(DEV_DEFAULTS))
   env[name] = process.env[name] || fallback;
