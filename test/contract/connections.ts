@@ -38,6 +38,19 @@ export function connectionStoreContract(
       expect(await store.getConnection(id('missing'))).toBeUndefined();
     });
 
+    it("keeps a subscription's endpoint and whisper flag, so fan-out needs no other read", async () => {
+      const stream = id('stream');
+      const sub: Subscription = {
+        connectionId: id('c'),
+        stream,
+        identifier: '{"channel":"$pubsub","stream_name":"x"}',
+        whisper: true,
+        endpoint: 'https://abc.execute-api.example/prod',
+      };
+      await store.addSubscription(sub);
+      expect((await collect(store.subscribersOf(stream))).flat()).toEqual([sub]);
+    });
+
     it('lists the connections of an identity', async () => {
       const identity = id('user');
       const a = connection(id('a'), identity);

@@ -98,6 +98,8 @@ export class DynamoConnectionStore implements ConnectionStore {
         stream: s.stream,
         identifier: s.identifier,
         whisper: s.whisper ?? false,
+        // Fan-out posts with it, without reading the connection item.
+        endpoint: s.endpoint,
         expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
       },
       { removeUndefinedValues: true },
@@ -233,5 +235,6 @@ function toSubscription(row: Record<string, unknown>): Subscription {
     stream: String(row.stream),
     identifier: String(row.identifier),
     whisper: row.whisper === true,
+    ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
   };
 }

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { ApiGatewayConnectionApi, AwsResourceError } from '../../lib';
+
+/**
+ * Fault injection at the HTTP layer: serverless-offline answers 410 for unknown connections
+ * (the e2e suite covers that), but cannot produce throttling or server errors.
+ */
+function api(statuses: number[], seen: string[] = []) {
+  const queue = [...statuses];
+  return new ApiGatewayConnectionApi({
+    endpoint: 'http://127.0.0.1:9/local',
+    backoffMs: 1,
+    clientConfig: {
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      maxAttempts: 1,
+      requestHandler: {
+        handle: async (request: { method: string; path: string }) => {
+          seen.push(`${request.method} ${request.path}`);
+          const statusCode = queue.shift() ?? 200;
+          const name =
+            statusCode === 429
+              ? 'LimitExceededException'
+              : statusCode === 410
+                ? 'GoneException'
+                : '';
+          return {
+            // The SDK reads a response by shape: status, headers, body.
+            response: {
+              statusCode,
+              headers: name ? { 'x-amzn-errortype': name, 'content-type': 'application/json' } : {},
+              body: Buffer.from(name ? JSON.stringify({ message: name }) : ''),
+            },
+          };
+        },
+      },
+    },
+  });
+}
+
+describe('ApiGatewayConnectionApi', () => {
+  it('posts a frame to the connection', async () => {
+    const seen: string[] = [];
+    expect(await api([200], seen).post('abc=', '{"type":"ping"}')).toBe('sent');
+    expect(seen).toEqual(['POST /local/@connections/abc%3D']);
+  });
+
+  it('says gone for a 410', async () => {
+    expect(await api([410]).post('gone', '{}')).toBe('gone');
+  });
+
+  it('backs off and retries when throttled, then delivers', async () => {
+    const seen: string[] = [];
+    expect(await api([429, 429, 200], seen).post('c1', '{}')).toBe('sent');
+    expect(seen).toHaveLength(3);
+  });
+
+  it('gives up after maxAttempts throttled calls with an AwsResourceError naming the connection', async () => {
+    const error = await api([429, 429, 429, 429, 429, 429])
+      .post('c2', '{}')
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AwsResourceError);
+    expect((error as AwsResourceError).ids).toEqual(['c2']);
+    expect((error as Error).message).toMatch(/LimitExceededException/);
+  });
+
+  it('turns a server error into an AwsResourceError without retrying', async () => {
+    const seen: string[] = [];
+    const error = await api([500, 200], seen)
+      .post('c3', '{}')
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AwsResourceError);
+    expect(seen).toHaveLength(1);
+  });
+
+  it('closes a connection with DeleteConnection', async () => {
+    const seen: string[] = [];
+    await api([204], seen).close('c4');
+    expect(seen).toEqual(['DELETE /local/@connections/c4']);
+  });
+});
