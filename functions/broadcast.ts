@@ -1,3 +1,4 @@
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import {
   BroadcastEvent,
@@ -10,8 +11,8 @@ import { runtime } from './runtime';
 
 /** Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out. */
 export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
-  const { broker, codec, acks, logger, sqs, queues } = runtime();
-  return consumeSqsBatch(
+  const { broker, codec, acks, logger, metrics, sqs, queues } = runtime();
+  const response = await consumeSqsBatch(
     event,
     async (message: ConsumedMessage) => {
       if (message.type === BroadcastEvent.name) {
@@ -33,4 +34,9 @@ export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
       visibility: { sqs, queueUrl: () => queues.broadcast! },
     },
   );
+  const failed = response.batchItemFailures.length;
+  metrics.addMetric('consumedMessages', MetricUnit.Count, event.Records.length - failed);
+  metrics.addMetric('failedMessages', MetricUnit.Count, failed);
+  metrics.publishStoredMetrics();
+  return response;
 };

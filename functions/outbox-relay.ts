@@ -1,10 +1,15 @@
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { runtime } from './runtime';
 
 /** DynamoDB Stream of the outbox table → SQS FIFO queues of the subscribed groups. */
 export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> => {
-  const { relay, logger } = runtime();
+  const { relay, logger, metrics } = runtime();
   const result = await relay.relay(event.Records);
+  metrics.addMetric('relayedMessages', MetricUnit.Count, result.sent);
+  metrics.addMetric('skippedRecords', MetricUnit.Count, result.skipped);
+  metrics.addMetric('relayRetries', MetricUnit.Count, result.batchItemFailures.length);
+  metrics.publishStoredMetrics();
   logger.info('outbox relayed', {
     records: event.Records.length,
     sent: result.sent,

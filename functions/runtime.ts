@@ -4,6 +4,7 @@
  */
 
 import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { queueUrlVariable, tableVariable } from '../infra/cloudformation';
@@ -28,6 +29,8 @@ import {
 export interface Runtime {
   readonly config: GatewayConfig;
   readonly logger: Logger;
+  /** CloudWatch metrics in embedded metric format; handlers publish what they add. */
+  readonly metrics: Metrics;
   readonly dynamodb: DynamoDBClient;
   readonly sqs: SQSClient;
   readonly tables: Readonly<Record<TableName, string>>;
@@ -61,7 +64,12 @@ export function runtime(): Runtime {
 /** Builds a runtime from an environment; throws a clear error when a setting is missing. */
 export function buildRuntime(env: Readonly<Record<string, string | undefined>>): Runtime {
   const config = configFromEnv(env);
-  const logger = new Logger({ serviceName: env.POWERTOOLS_SERVICE_NAME || 'lambdacable' });
+  const serviceName = env.POWERTOOLS_SERVICE_NAME || 'lambdacable';
+  const logger = new Logger({ serviceName });
+  const metrics = new Metrics({
+    serviceName,
+    namespace: env.POWERTOOLS_METRICS_NAMESPACE || 'lambdacable',
+  });
   const dynamodbEndpoint = env.LAMBDACABLE_DYNAMODB_ENDPOINT || undefined;
   const sqsEndpoint = env.LAMBDACABLE_SQS_ENDPOINT || undefined;
   const managementOverride = env.LAMBDACABLE_MANAGEMENT_ENDPOINT || undefined;
@@ -95,6 +103,7 @@ export function buildRuntime(env: Readonly<Record<string, string | undefined>>):
   return {
     config,
     logger,
+    metrics,
     dynamodb,
     sqs,
     tables,

@@ -154,6 +154,22 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     expect(got.messages).toEqual([{ via: 'http' }]);
   });
 
+  it('keeps clients with the default monitor connected through server pings', async () => {
+    const c = cable(await token('erin'));
+    const disconnects: unknown[] = [];
+    c.on('disconnect', (event: unknown) => {
+      disconnects.push(event);
+    });
+    await c.connect();
+    // Longer than the monitor's 6 s stale threshold.
+    const frames = await framesFor(`${stack.wsUrl}?jid=${await token('frank')}`, 8_000);
+    const pings = frames.filter((f) => (f as { type?: string }).type === 'ping');
+    expect(pings.length).toBeGreaterThanOrEqual(2);
+    expect(pings[0]).toEqual({ type: 'ping', message: expect.any(Number) });
+    expect(disconnects).toEqual([]);
+    expect(c.state).toBe('connected');
+  });
+
   it('fans each of 20 broadcasts out to 200 clients, and removes a vanished connection on its first 410', async () => {
     const stream = 'fanout/1';
     const n = 200;
@@ -241,5 +257,19 @@ function rawFrames(url: string, count: number): Promise<unknown[]> {
       clearTimeout(timer);
       reject(error);
     });
+  });
+}
+
+/** Opens a raw socket with the extended subprotocol and returns the frames of `ms` ms. */
+function framesFor(url: string, ms: number): Promise<unknown[]> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, 'actioncable-v1-ext-json');
+    const frames: unknown[] = [];
+    ws.on('message', (data) => frames.push(JSON.parse(String(data))));
+    ws.on('error', reject);
+    setTimeout(() => {
+      ws.close();
+      resolve(frames);
+    }, ms);
   });
 }

@@ -1,10 +1,12 @@
 import { BatchWriteItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SendMessageCommand } from '@aws-sdk/client-sqs';
+import { DeleteMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
+  AvroCodec,
   type ConsumedMessage,
   consumeSqsBatch,
   DynamoAckStore,
+  MemorySchemaRegistry,
   type Message,
   OutboxProducer,
   SqsConsumer,
@@ -221,6 +223,47 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     ).toEqual([]);
     const dead = await receive(env.sqs, env.queues.work!.dlqUrl, 3);
     expect(dead.map((m) => m.Body)).toEqual(['this is not an envelope']);
+  });
+});
+
+describe('consumeSqsBatch with undecodable Avro', () => {
+  it('nacks a payload that is not Confluent-framed Avro with a DecodeError, dead-letters it, and keeps other groups flowing', async () => {
+    const env = await setup('avro', 2);
+    const codec = new AvroCodec(new MemorySchemaRegistry());
+    await env.publish('garbage', 'not avro at all');
+    await env.publish('fine', 'plain');
+    await env.relayAll();
+    const errors: string[] = [];
+    const handled: string[] = [];
+    const handler = async (m: ConsumedMessage) => {
+      if (m.partition === 'garbage') await codec.decode(m.value);
+      handled.push(m.partition);
+    };
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const got = await receive(env.sqs, env.queues.work!.url, 1);
+      const response = await consumeSqsBatch(sqsEvent(got, env.queues.work!.arn), handler, {
+        group: 'work',
+        logger: { error: (e: string) => errors.push(e), warn: () => {} },
+        visibility: { sqs: env.sqs, queueUrl: () => env.queues.work!.url, backoffSeconds: () => 0 },
+      });
+      const garbage = got.filter((m) => m.Attributes?.MessageGroupId === 'garbage');
+      expect(response.batchItemFailures.map((f) => f.itemIdentifier)).toEqual(
+        garbage.map((m) => m.MessageId),
+      );
+      for (const m of got.filter((x) => x.Attributes?.MessageGroupId === 'fine')) {
+        await env.sqs.send(
+          new DeleteMessageCommand({
+            QueueUrl: env.queues.work!.url,
+            ReceiptHandle: m.ReceiptHandle,
+          }),
+        );
+      }
+    }
+    expect(handled).toEqual(['fine']);
+    expect(errors[0]).toMatch(/magic byte/i);
+    expect(await receive(env.sqs, env.queues.work!.url, 1)).toEqual([]);
+    const dead = await receive(env.sqs, env.queues.work!.dlqUrl, 1);
+    expect(dead.map((m) => JSON.parse(m.Body!).key)).toEqual(['garbage']);
   });
 });
 
