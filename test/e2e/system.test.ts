@@ -154,6 +154,54 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     expect(got.messages).toEqual([{ via: 'http' }]);
   });
 
+  it('disconnects every connection of an identity on a remote command sent through the broadcast API', async () => {
+    const frames = framesFor(`${stack.wsUrl}?jid=${await token('gina')}`, 6_000);
+    await new Promise((r) => setTimeout(r, 1_500));
+    const response = await fetch(`${stack.httpUrl}/_broadcast`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secrets.LAMBDACABLE_BROADCAST_KEY}` },
+      body: JSON.stringify({
+        command: 'disconnect',
+        payload: { identity: 'gina', reconnect: false },
+      }),
+    });
+    expect(response.status).toBe(201);
+    const got = (await frames).filter((f) => (f as { type?: string }).type !== 'ping');
+    expect(got).toEqual([
+      { type: 'welcome', sid: expect.any(String) },
+      { type: 'disconnect', reason: 'remote', reconnect: false },
+    ]);
+  });
+
+  it('answers bad frames with a rejection and keeps the connection working', async () => {
+    const ws = new WebSocket(
+      `${stack.wsUrl}?jid=${await token('hank')}`,
+      'actioncable-v1-ext-json',
+    );
+    const frames: Record<string, unknown>[] = [];
+    ws.on('message', (data) => frames.push(JSON.parse(String(data))));
+    await until(() => frames.some((f) => f.type === 'welcome'), 15_000, 'welcome');
+    const forged = JSON.stringify({ channel: '$pubsub', signed_stream_name: 'Im5vIg==--00' });
+    const good = JSON.stringify({ channel: '$pubsub', signed_stream_name: signed('bad/1') });
+    ws.send('this is not json');
+    ws.send(JSON.stringify({ command: 'dance', identifier: good }));
+    ws.send(JSON.stringify({ command: 'message', identifier: good, data: '{}' }));
+    ws.send(JSON.stringify({ command: 'subscribe', identifier: forged }));
+    ws.send(JSON.stringify({ command: 'history', identifier: good, history: { since: 0 } }));
+    ws.send(JSON.stringify({ command: 'subscribe', identifier: 'x'.repeat(40_000) }));
+    ws.send(JSON.stringify({ command: 'subscribe', identifier: good }));
+    await until(
+      () => frames.some((f) => f.type === 'confirm_subscription' && f.identifier === good),
+      15_000,
+      'the good subscription',
+    );
+    expect(frames).toContainEqual({ type: 'reject_subscription', identifier: forged });
+    expect(frames).toContainEqual({ type: 'reject_history', identifier: good });
+    await publish('bad/1', JSON.stringify({ still: 'working' }));
+    await until(() => frames.some((f) => f.stream_id === 'bad/1'), 20_000, 'the broadcast');
+    ws.close();
+  });
+
   it('keeps clients with the default monitor connected through server pings', async () => {
     const c = cable(await token('erin'));
     const disconnects: unknown[] = [];

@@ -17,6 +17,7 @@ import {
   EncodeError,
   type EventSender,
   EventTopics,
+  OutboxProducer,
   UnknownEventTypeError,
   withKey,
 } from '../../lib';
@@ -112,6 +113,31 @@ describe('sendInTx and the outbox relay (DynamoDB Local + fauxqs)', () => {
     await drain();
     expect(await receiveAll(env.sqs, env.queues.billing!.url)).toEqual([]);
     expect(await receiveAll(env.sqs, env.queues.audit!.url)).toEqual([]);
+  });
+
+  it('sendAsync goes through the outbox producer; close() flushes every buffered event', async () => {
+    const async = await createEventSender({
+      topics: new EventTopics().register(OrderPlaced),
+      registry: new DynamoSchemaRegistry({ client: env.dynamodb, tableName: env.tables.schemas }),
+      producer: new OutboxProducer({
+        client: env.dynamodb,
+        tableName: env.tables.outbox,
+        topic: 'orders',
+      }),
+    }).initialize();
+    for (let i = 0; i < 30; i++) async.sendAsync(orderPlaced(`async-${i % 3}`, i));
+    await async.close();
+    expect(async.stats()).toMatchObject({ sent: 30, dropped: 0, failed: 0, buffered: 0 });
+    const { drain } = outboxPoller(env.outboxStreamArn!, relayFor(env.sqs, routes(env)));
+    await drain();
+    const got = await receiveAll(env.sqs, env.queues.billing!.url);
+    const amounts = await Promise.all(
+      got.map(
+        async (m) => (await env.codec.decode(decodeEnvelope(m.Body!).payload, OrderPlaced)).amount,
+      ),
+    );
+    expect(amounts.sort((a, b) => a - b)).toEqual(Array.from({ length: 30 }, (_, i) => i));
+    await receiveAll(env.sqs, env.queues.audit!.url);
   });
 
   it('fails before sending for an unregistered type, an invalid value or an item over 400 KB', async () => {
