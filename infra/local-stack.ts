@@ -147,7 +147,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
             .send(
               new InvokeCommand({ FunctionName: `${PREFIX}-pinger`, Payload: new Uint8Array() }),
             )
-            .catch((error: unknown) => console.error('pinger failed', error));
+            .catch((error: unknown) => {
+              if (pinging) console.error('pinger failed', error);
+            });
         }
       })();
       stops.push(async () => {
