@@ -3,6 +3,7 @@ import { DeleteMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   AvroCodec,
+  AwsClient,
   type ConsumedMessage,
   consumeSqsBatch,
   DynamoAckStore,
@@ -348,5 +349,54 @@ describe('SqsConsumer (long polling)', () => {
     }
     const again = await receive(env.sqs, env.queues.work!.url);
     expect(again).toHaveLength(1);
+  });
+});
+
+describe('AwsClient (Client on DynamoDB + SQS)', () => {
+  it('publishes through the outbox and consumes from the group queue with offsets from one sequence', async () => {
+    const env = await setup('client');
+    const client = new AwsClient({
+      dynamodb: env.dynamodb,
+      sqs: env.sqs,
+      outboxTable: env.tables.outbox,
+      applications: { shop: { topic: 'jobs' } },
+      queues: { work: env.queues.work!.url },
+      consumer: { waitTimeSeconds: 1, logger: quiet },
+    });
+    const producer = client.newProducer('shop');
+    await Promise.all(
+      ['a1', 'a2', 'b1'].map((v) => producer.publish({ key: v[0]!, value: bytes(v) })),
+    );
+    await producer.close();
+    await env.relayAll();
+
+    const consumer = client.newConsumer('shop', 'work');
+    await consumer.start();
+    const seen: Message[] = [];
+    const deadline = Date.now() + 15_000;
+    for await (const m of consumer.messages()) {
+      seen.push(m);
+      await m.ack();
+      if (seen.length === 3 || Date.now() > deadline) break;
+    }
+    await consumer.stop();
+    const of = (p: string) => seen.filter((m) => m.partition === p);
+    expect(of('a').map((m) => text(m.value))).toEqual(['a1', 'a2']);
+    expect(of('a')[0]!.offset < of('a')[1]!.offset).toBe(true);
+    expect(of('b').map((m) => text(m.value))).toEqual(['b1']);
+    expect(await receive(env.sqs, env.queues.work!.url)).toEqual([]);
+  });
+
+  it('names an unknown application or consumer group', async () => {
+    const env = await setup('client-errors');
+    const client = new AwsClient({
+      dynamodb: env.dynamodb,
+      sqs: env.sqs,
+      outboxTable: env.tables.outbox,
+      applications: { shop: { topic: 'jobs' } },
+      queues: { work: env.queues.work!.url },
+    });
+    expect(() => client.newProducer('ghost')).toThrow(/unknown application: ghost/);
+    expect(() => client.newConsumer('shop', 'ghosts')).toThrow(/unknown consumer group: ghosts/);
   });
 });
