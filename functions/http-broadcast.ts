@@ -30,23 +30,23 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
     logger.warn('broadcast refused: malformed body', { reason: error.message });
     return { statusCode: 422, body: error.message };
   }
-  await Promise.all(
-    items.map(async (item) => {
-      if (item.kind === 'broadcast') {
-        await producer.publish({
-          key: item.broadcast.stream,
-          type: BroadcastEvent.name,
-          value: await codec.encode(BroadcastEvent, item.broadcast),
-        });
-      } else {
-        await producer.publish({
-          key: RemoteCommandEvent.keyOf(item.command)!,
-          type: RemoteCommandEvent.name,
-          value: await codec.encode(RemoteCommandEvent, item.command),
-        });
-      }
-    }),
+  const messages = await Promise.all(
+    items.map(async (item) =>
+      item.kind === 'broadcast'
+        ? {
+            key: item.broadcast.stream,
+            type: BroadcastEvent.name,
+            value: await codec.encode(BroadcastEvent, item.broadcast),
+          }
+        : {
+            key: RemoteCommandEvent.keyOf(item.command)!,
+            type: RemoteCommandEvent.name,
+            value: await codec.encode(RemoteCommandEvent, item.command),
+          },
+    ),
   );
+  // Published in request order: the producer keeps that order per stream.
+  await Promise.all(messages.map((message) => producer.publish(message)));
   logger.info('broadcast accepted', { items: items.length });
   return { statusCode: 201, body: '' };
 };

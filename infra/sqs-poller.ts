@@ -74,7 +74,7 @@ export class SqsPoller {
     );
     const messages = received.Messages ?? [];
     if (messages.length === 0) return 0;
-    const event: SQSEvent = { Records: messages.map((m) => toRecord(m, this.options.queueArn)) };
+    const event = sqsEventOf(messages, this.options.queueArn);
     const out = await this.options.lambda.send(
       new InvokeCommand({
         FunctionName: this.options.functionName,
@@ -102,6 +102,11 @@ export class SqsPoller {
     }
     return messages.length;
   }
+}
+
+/** The Lambda SQS event Lambda would build from `messages` received from `queueArn`. */
+export function sqsEventOf(messages: readonly SqsMessage[], queueArn: string): SQSEvent {
+  return { Records: messages.map((m) => toRecord(m, queueArn)) };
 }
 
 function toRecord(m: SqsMessage, queueArn: string): SQSRecord {

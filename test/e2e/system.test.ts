@@ -293,39 +293,33 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
 });
 
 /** Opens a raw socket with the extended subprotocol and returns its first `count` frames. */
-function rawFrames(url: string, count: number): Promise<unknown[]> {
+async function rawFrames(url: string, count: number): Promise<unknown[]> {
+  const frames = await framesFor(url, 15_000, count);
+  if (frames.length < count) throw new Error(`got ${frames.length} of ${count} frames`);
+  return frames;
+}
+
+/**
+ * Opens a raw socket with the extended subprotocol and returns the frames it got within
+ * `ms` ms, or its first `count` frames as soon as they are in.
+ */
+function framesFor(url: string, ms: number, count = Number.POSITIVE_INFINITY): Promise<unknown[]> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, 'actioncable-v1-ext-json');
     const frames: unknown[] = [];
-    const timer = setTimeout(() => {
-      ws.terminate();
-      reject(new Error(`got ${frames.length} of ${count} frames`));
-    }, 15_000);
+    const done = () => {
+      clearTimeout(timer);
+      ws.close();
+      resolve(frames);
+    };
+    const timer = setTimeout(done, ms);
     ws.on('message', (data) => {
       frames.push(JSON.parse(String(data)));
-      if (frames.length === count) {
-        clearTimeout(timer);
-        ws.close();
-        resolve(frames);
-      }
+      if (frames.length >= count) done();
     });
     ws.on('error', (error) => {
       clearTimeout(timer);
       reject(error);
     });
-  });
-}
-
-/** Opens a raw socket with the extended subprotocol and returns the frames of `ms` ms. */
-function framesFor(url: string, ms: number): Promise<unknown[]> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, 'actioncable-v1-ext-json');
-    const frames: unknown[] = [];
-    ws.on('message', (data) => frames.push(JSON.parse(String(data))));
-    ws.on('error', reject);
-    setTimeout(() => {
-      ws.close();
-      resolve(frames);
-    }, ms);
   });
 }

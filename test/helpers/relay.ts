@@ -5,8 +5,8 @@ import {
   type SQSClient,
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
-import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { inject } from 'vitest';
+import { sqsEventOf } from '../../infra/sqs-poller';
 import { StreamPoller } from '../../infra/stream-poller';
 import { OutboxRelay, type OutboxRelayOptions } from '../../lib';
 
@@ -93,28 +93,4 @@ export async function receive(
 }
 
 /** An SQS Lambda event made of messages really received from `queueArn`. */
-export function sqsEvent(messages: readonly SqsMessage[], queueArn: string): SQSEvent {
-  return {
-    Records: messages.map(
-      (m): SQSRecord => ({
-        messageId: m.MessageId ?? '',
-        receiptHandle: m.ReceiptHandle ?? '',
-        body: m.Body ?? '',
-        attributes: {
-          ApproximateReceiveCount: m.Attributes?.ApproximateReceiveCount ?? '1',
-          SentTimestamp: m.Attributes?.SentTimestamp ?? '0',
-          SenderId: m.Attributes?.SenderId ?? 'local',
-          ApproximateFirstReceiveTimestamp: m.Attributes?.ApproximateFirstReceiveTimestamp ?? '0',
-          MessageGroupId: m.Attributes?.MessageGroupId ?? '',
-          MessageDeduplicationId: m.Attributes?.MessageDeduplicationId ?? '',
-          SequenceNumber: m.Attributes?.SequenceNumber ?? '',
-        },
-        messageAttributes: {},
-        md5OfBody: m.MD5OfBody ?? '',
-        eventSource: 'aws:sqs',
-        eventSourceARN: queueArn,
-        awsRegion: 'us-east-1',
-      }),
-    ),
-  };
-}
+export const sqsEvent = sqsEventOf;

@@ -73,6 +73,38 @@ describe('OutboxProducer', () => {
     }
   });
 
+  it('never puts two messages of one key in one request, so their order cannot swap', async () => {
+    const env = await setup('per-key');
+    const requests: string[][] = [];
+    // Records each request on its way to DynamoDB Local (which applies a batch in order and
+    // so cannot show the swap itself).
+    const recording = {
+      send: (command: BatchWriteItemCommand) => {
+        const [, items] = Object.entries(command.input.RequestItems ?? {})[0]!;
+        requests.push(items.map((r) => r.PutRequest!.Item!.pk!.S!));
+        return env.dynamodb.send(command);
+      },
+    } as unknown as DynamoDBClient;
+    const producer = new OutboxProducer({
+      client: recording,
+      tableName: env.tables.outbox,
+      topic: 'jobs',
+    });
+    await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        producer.publish({ key: i % 3 === 0 ? 'hot' : `cold-${i}`, value: bytes(String(i)) }),
+      ),
+    );
+    for (const pks of requests) expect(new Set(pks).size).toBe(pks.length);
+    expect(requests.flat()).toHaveLength(30);
+    await env.relayAll();
+    const hot = (await receiveAll(env.sqs, env.queues.work!.url))
+      .map((m) => JSON.parse(m.Body!))
+      .filter((e) => e.key === 'hot')
+      .map((e) => Number(Buffer.from(e.payload, 'base64').toString()));
+    expect(hot).toEqual(Array.from({ length: 10 }, (_, i) => i * 3));
+  });
+
   it('retries items DynamoDB returns unprocessed', async () => {
     const env = await setup('unprocessed');
     let faults = 1;

@@ -178,6 +178,8 @@ export interface OutboxProducerOptions extends DynamoOutboxOptions {
 interface Pending {
   readonly item: Record<string, AttributeValue>;
   readonly id: string;
+  /** The partition (`topic#key`). */
+  readonly pk: string;
   resolve(): void;
   reject(error: unknown): void;
 }
@@ -225,7 +227,7 @@ export class OutboxProducer implements CloseableProducer {
       return Promise.reject(error);
     }
     return new Promise<void>((resolve, reject) => {
-      this.pending.push({ item, id, resolve, reject });
+      this.pending.push({ item, id, pk: item.pk?.S ?? '', resolve, reject });
       // Collect what is published in the same tick into as few requests as possible.
       this.scheduled ??= new Promise<void>((r) => setImmediate(r)).then(() => this.flush());
     });
@@ -238,13 +240,32 @@ export class OutboxProducer implements CloseableProducer {
 
   private async flush(): Promise<void> {
     try {
-      while (this.pending.length > 0) {
-        const chunk = this.pending.splice(0, BATCH_WRITE_LIMIT);
-        await this.writeChunk(chunk);
-      }
+      while (this.pending.length > 0) await this.writeChunk(this.takeChunk());
     } finally {
       this.scheduled = undefined;
     }
+  }
+
+  /**
+   * The next request: up to 25 items in publish order, at most one per partition. DynamoDB
+   * applies a batch's items in no particular order (and may leave any unprocessed), so two
+   * messages of one key in one request could reach the stream swapped; the later one waits
+   * for the next request instead.
+   */
+  private takeChunk(): Pending[] {
+    const chunk: Pending[] = [];
+    const rest: Pending[] = [];
+    const partitions = new Set<string>();
+    for (const p of this.pending) {
+      if (chunk.length < BATCH_WRITE_LIMIT && !partitions.has(p.pk)) {
+        partitions.add(p.pk);
+        chunk.push(p);
+      } else {
+        rest.push(p);
+      }
+    }
+    this.pending = rest;
+    return chunk;
   }
 
   private async writeChunk(chunk: Pending[]): Promise<void> {
