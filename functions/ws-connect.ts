@@ -1,5 +1,6 @@
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
+import type { ConnectResult } from '../lib';
 import { runtime } from './runtime';
 
 let lambda: LambdaClient | undefined;
@@ -29,12 +30,20 @@ export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayPr
       }),
     );
   }
+  return connectResponse(result);
+};
+
+/**
+ * The `$connect` response: API Gateway completes the handshake only when it answers the
+ * client's `Sec-WebSocket-Protocol` with the chosen subprotocol.
+ */
+export function connectResponse(result: ConnectResult): APIGatewayProxyResult {
   return {
     statusCode: result.statusCode,
     headers: result.protocol ? { 'Sec-WebSocket-Protocol': result.protocol } : {},
     body: '',
   };
-};
+}
 
 function header(
   headers: Record<string, string | undefined> | null,
