@@ -121,7 +121,9 @@ export { BROADCAST_TOPIC };
 
 /** The built-in consumer groups. */
 export const consumerGroups: readonly ConsumerGroupDefinition[] = [
-  { name: 'broadcast', topics: [BROADCAST_TOPIC], visibilityTimeout: 60, maxReceiveCount: 5 },
+  // Visibility: 6 × the broadcast function's 60 s timeout, as AWS advises for SQS triggers
+  // (a nack still comes back sooner: the consumer sets its own back-off).
+  { name: 'broadcast', topics: [BROADCAST_TOPIC], visibilityTimeout: 360, maxReceiveCount: 5 },
 ];
 
 /** Physical table name. */

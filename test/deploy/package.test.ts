@@ -107,8 +107,13 @@ describe('serverless package (osls + serverless-esbuild)', () => {
       ([, r]) => !r.Properties.StartingPosition,
     );
     expect(sqs.length).toBe(consumerGroups.length);
-    for (const [, m] of sqs)
+    for (const [, m] of sqs) {
       expect(m.Properties.FunctionResponseTypes).toEqual(['ReportBatchItemFailures']);
+      // AWS advises a visibility timeout of at least 6 × the function timeout.
+      const queue = resources[m.Properties.EventSourceArn['Fn::GetAtt'][0]]!;
+      const fn = resources[m.Properties.FunctionName['Fn::GetAtt'][0]]!;
+      expect(queue.Properties.VisibilityTimeout).toBeGreaterThanOrEqual(6 * fn.Properties.Timeout);
+    }
   });
 
   it('routes $connect, $disconnect and $default, and POST /_broadcast', () => {
