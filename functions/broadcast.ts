@@ -17,7 +17,12 @@ export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
     async (message: ConsumedMessage) => {
       if (message.type === BroadcastEvent.name) {
         const { stream, data } = await codec.decode(message.value, BroadcastEvent);
-        await broker.handleBroadcast({ stream, data });
+        // The offset makes a redelivery recognisable: history keeps one copy.
+        await broker.handleBroadcast({
+          stream,
+          data,
+          meta: { sourceOffset: message.offset.toString() },
+        });
         logger.info('broadcast', { stream, offset: String(message.offset), id: message.id });
       } else if (message.type === RemoteCommandEvent.name) {
         const { command, payload } = await codec.decode(message.value, RemoteCommandEvent);

@@ -101,3 +101,18 @@ export function activeSessionExpiry(now: number, config: BrokerConfig): number {
 export function describeBroker(kind: string, config: BrokerConfig): string {
   return `Using ${kind} broker (history limit: ${config.historyLimit}, history ttl: ${config.historyTtl}s, sessions ttl: ${config.sessionsTtl}s)`;
 }
+
+/**
+ * Whether a message at source position `source` was appended already, given the last
+ * appended `last`: `'last'` when it is that very message (broadcast it again with its
+ * offset), `'older'` when it precedes it, `false` when it is new.
+ */
+export function redeliveryOf(source: string, last: string | undefined): 'last' | 'older' | false {
+  if (!/^\d+$/.test(source)) {
+    throw new TypeError(`sourceOffset must be a decimal string, got: ${source}`);
+  }
+  if (last === undefined) return false;
+  const s = BigInt(source);
+  const l = BigInt(last);
+  return s === l ? 'last' : s < l ? 'older' : false;
+}

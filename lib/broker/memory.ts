@@ -6,6 +6,7 @@ import {
   historyFromRetained,
   isRetained,
   newEpoch,
+  redeliveryOf,
   resolveBrokerConfig,
   type StoredMessage,
   type StreamMeta,
@@ -23,6 +24,8 @@ import {
 interface MemoryStream {
   meta: StreamMeta;
   messages: StoredMessage[];
+  /** The last source position appended (see `StreamMessage.meta.sourceOffset`). */
+  source?: string;
 }
 
 /** A broker keeping history and sessions in process memory (one node, tests, local runs). */
@@ -56,6 +59,19 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
     if (!stream) {
       stream = { meta: { epoch: newEpoch(), lastOffset: 0 }, messages: [] };
       this.streams.set(msg.stream, stream);
+    }
+    const source = msg.meta?.sourceOffset;
+    if (source !== undefined) {
+      const redelivery = redeliveryOf(source, stream.source);
+      if (redelivery === 'last') {
+        await this.broadcaster.broadcast({
+          ...msg,
+          offset: stream.meta.lastOffset,
+          epoch: stream.meta.epoch,
+        });
+      }
+      if (redelivery) return;
+      stream.source = source;
     }
     const offset = stream.meta.lastOffset + 1;
     stream.meta = { epoch: stream.meta.epoch, lastOffset: offset };

@@ -11,7 +11,18 @@ export interface StreamMessage {
   /** The stream's epoch, set by the broker. */
   readonly epoch?: string;
   /** Delivery hints. */
-  readonly meta?: { readonly transient?: boolean };
+  readonly meta?: {
+    /** Broadcast without being stored or numbered (whispers). */
+    readonly transient?: boolean;
+    /**
+     * The message's position in its source, a decimal string (the outbox stream sequence
+     * number the consumer got it with). A message at or below the last source position
+     * appended to its stream is a redelivery: it is never stored twice, and the last one
+     * is broadcast again with the offset it got the first time. One stream's messages must
+     * come in source order (SQS FIFO delivers a message group in order).
+     */
+    readonly sourceOffset?: string;
+  };
 }
 
 /** A command for every node: disconnect an identity, unsubscribe a stream. */

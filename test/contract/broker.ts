@@ -70,6 +70,25 @@ export function brokerContract(name: string, factory: BrokerFactory): void {
         expect(payloads(broadcaster.messages)).toEqual(['a', 'b', 'c']);
       });
 
+      it('stores a message with a source position once; a redelivery of the last one is broadcast again with its offset', async () => {
+        const s = streamName('redelivered');
+        const send = (data: string, sourceOffset: string) =>
+          broker.handleBroadcast({ stream: s, data, meta: { sourceOffset } });
+        await send('a', '100000000000000000001');
+        await send('a', '100000000000000000001'); // the consumer crashed before its ack
+        await send('b', '100000000000000000002');
+        await send('a', '100000000000000000001'); // older than the last: already delivered
+        await send('c', '200000000000000000000');
+        expect(broadcaster.messages.map((m) => [m.data, m.offset])).toEqual([
+          ['a', 1],
+          ['a', 1],
+          ['b', 2],
+          ['c', 3],
+        ]);
+        expect(payloads(await broker.historyFrom(s, epochOf(s), 0))).toEqual(['a', 'b', 'c']);
+        await expect(send('d', 'not-a-number')).rejects.toThrow(/decimal string/);
+      });
+
       it('gives every stream its own sequence', async () => {
         const s1 = streamName('one');
         const s2 = streamName('two');

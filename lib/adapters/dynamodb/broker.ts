@@ -5,6 +5,8 @@ import {
   GetItemCommand,
   PutItemCommand,
   paginateQuery,
+  TransactionCanceledException,
+  TransactWriteItemsCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { SubscriptionTracking } from '../../broker/base';
@@ -14,6 +16,7 @@ import {
   historyFromRetained,
   lowestRetainedOffset,
   newEpoch,
+  redeliveryOf,
   resolveBrokerConfig,
   type StoredMessage,
   type StreamMeta,
@@ -76,6 +79,10 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       await this.broadcaster.broadcast(msg);
       return;
     }
+    if (msg.meta?.sourceOffset !== undefined) {
+      await this.appendOnce(msg, msg.meta.sourceOffset);
+      return;
+    }
     const now = this.clock.now();
     const table = this.options.historyTable;
     const meta = await this.call('UpdateItem', table, msg.stream, () =>
@@ -98,18 +105,88 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
     const epoch = meta.Attributes?.epoch?.S ?? '';
     await this.call('PutItem', table, msg.stream, () =>
       this.client.send(
-        new PutItemCommand({
-          TableName: table,
-          Item: {
-            pk: { S: msg.stream },
-            sk: { N: String(offset) },
-            data: { S: msg.data },
-            ts: { N: String(now) },
-            expiresAt: { N: String((now + this.config.historyTtl * 1000) / 1000) },
-          },
-        }),
+        new PutItemCommand({ TableName: table, Item: this.messageItem(msg, offset, now) }),
       ),
     );
+    await this.appended(msg, offset, epoch);
+  }
+
+  /**
+   * Appends a message with a source position exactly once: the counter, the source
+   * position and the message are written in one transaction conditioned on the counter
+   * read before, so a crash leaves neither a gap nor a second copy, and a redelivery is
+   * recognised by its source position.
+   */
+  private async appendOnce(msg: StreamMessage, source: string): Promise<void> {
+    const table = this.options.historyTable;
+    for (let attempt = 1; ; attempt++) {
+      const current = await this.call('GetItem', table, msg.stream, () =>
+        this.client.send(
+          new GetItemCommand({
+            TableName: table,
+            Key: { pk: { S: msg.stream }, sk: { N: META } },
+            ConsistentRead: true,
+          }),
+        ),
+      );
+      const last = Number(current.Item?.lastOffset?.N ?? '0');
+      const epoch = current.Item?.epoch?.S ?? newEpoch();
+      const redelivery = redeliveryOf(source, current.Item?.source?.N);
+      if (redelivery === 'last') await this.broadcaster.broadcast({ ...msg, offset: last, epoch });
+      if (redelivery) return;
+      const offset = last + 1;
+      const now = this.clock.now();
+      try {
+        await this.client.send(
+          new TransactWriteItemsCommand({
+            TransactItems: [
+              {
+                Update: {
+                  TableName: table,
+                  Key: { pk: { S: msg.stream }, sk: { N: META } },
+                  UpdateExpression: 'SET lastOffset = :offset, epoch = :epoch, #source = :source',
+                  ConditionExpression: current.Item
+                    ? 'lastOffset = :last'
+                    : 'attribute_not_exists(lastOffset)',
+                  ExpressionAttributeNames: { '#source': 'source' },
+                  ExpressionAttributeValues: {
+                    ':offset': { N: String(offset) },
+                    ':epoch': { S: epoch },
+                    ':source': { N: source },
+                    ...(current.Item ? { ':last': { N: String(last) } } : {}),
+                  },
+                },
+              },
+              { Put: { TableName: table, Item: this.messageItem(msg, offset, now) } },
+            ],
+          }),
+        );
+      } catch (error) {
+        // Another writer moved the counter between the read and the write: read again.
+        if (error instanceof TransactionCanceledException && attempt < 5) continue;
+        throw new AwsResourceError(
+          `TransactWriteItems on ${table} failed for ${msg.stream}: ${(error as Error).name}`,
+          { resource: table, ids: [msg.stream], cause: error },
+        );
+      }
+      await this.appended(msg, offset, epoch);
+      return;
+    }
+  }
+
+  private messageItem(msg: StreamMessage, offset: number, now: number) {
+    return {
+      pk: { S: msg.stream },
+      sk: { N: String(offset) },
+      data: { S: msg.data },
+      ts: { N: String(now) },
+      expiresAt: { N: String((now + this.config.historyTtl * 1000) / 1000) },
+    };
+  }
+
+  /** Evicts the message the limit pushed out, then broadcasts the appended one. */
+  private async appended(msg: StreamMessage, offset: number, epoch: string): Promise<void> {
+    const table = this.options.historyTable;
     const evicted = offset - this.config.historyLimit;
     if (evicted > 0) {
       // Best effort: reads ignore messages beyond the limit anyway.
