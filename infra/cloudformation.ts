@@ -98,7 +98,8 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { table: 'outbox', actions: ['dynamodb:PutItem', 'dynamodb:BatchWriteItem', ...TX] },
     { table: 'schemas', actions: [...READ, ...WRITE, 'dynamodb:TransactWriteItems'] },
   ],
-  pinger: [connections, { manageConnections: true }],
+  // A connection that answers 410 is disconnected: its session is finished.
+  pinger: [connections, sessions, { manageConnections: true }],
 };
 
 /** Options of {@link cloudFormation}. */
