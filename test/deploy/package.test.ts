@@ -139,6 +139,14 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     }
   });
 
+  it('does not let Lambda retry the asynchronous welcome (it retries by itself)', () => {
+    const configs = ofType('AWS::Lambda::EventInvokeConfig');
+    const welcome = configs.find(([, r]) =>
+      JSON.stringify(r.Properties.FunctionName).includes('WsWelcome'),
+    );
+    expect(welcome?.[1].Properties.MaximumRetryAttempts).toBe(0);
+  });
+
   it('configures Powertools logging and metrics in every function', () => {
     for (const [, fn] of ofType('AWS::Lambda::Function')) {
       const vars = fn.Properties.Environment.Variables;
