@@ -6,7 +6,6 @@ import {
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
-import { sqsEventOf } from '../../infra/sqs-poller';
 import { StreamPoller } from '../../infra/stream-poller';
 import { OutboxRelay, type OutboxRelayOptions } from '../../lib';
 
@@ -91,6 +90,3 @@ export async function receive(
   );
   return r.Messages ?? [];
 }
-
-/** An SQS Lambda event made of messages really received from `queueArn`. */
-export const sqsEvent = sqsEventOf;

@@ -1,6 +1,11 @@
-import { BatchWriteItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  BatchWriteItemCommand,
+  type DynamoDBClient,
+  type WriteRequest,
+} from '@aws-sdk/client-dynamodb';
 import { DeleteMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { sqsEventOf as sqsEvent } from '../../infra/sqs-poller';
 import {
   AvroCodec,
   AwsClient,
@@ -13,7 +18,7 @@ import {
   SqsConsumer,
 } from '../../lib';
 import { testResources } from '../helpers/aws';
-import { outboxPoller, receive, receiveAll, relayFor, sqsEvent } from '../helpers/relay';
+import { outboxPoller, receive, receiveAll, relayFor } from '../helpers/relay';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -44,6 +49,27 @@ async function setup(
     publish: (key, value) => producer.publish({ key, value: bytes(value) }),
     relayAll: drain,
   };
+}
+
+/**
+ * A client whose BatchWriteItem calls go through `intercept` (with the table, its write
+ * requests and the real call) before DynamoDB Local; for faults and orderings the emulator
+ * cannot produce.
+ */
+function batchWrites(
+  client: DynamoDBClient,
+  intercept: (
+    table: string,
+    requests: WriteRequest[],
+    send: () => Promise<unknown>,
+  ) => Promise<unknown>,
+): DynamoDBClient {
+  return {
+    send: (command: BatchWriteItemCommand) => {
+      const [table, requests] = Object.entries(command.input.RequestItems ?? {})[0]!;
+      return intercept(table, requests, () => client.send(command));
+    },
+  } as unknown as DynamoDBClient;
 }
 
 describe('OutboxProducer', () => {
@@ -78,13 +104,10 @@ describe('OutboxProducer', () => {
     const requests: string[][] = [];
     // Records each request on its way to DynamoDB Local (which applies a batch in order and
     // so cannot show the swap itself).
-    const recording = {
-      send: (command: BatchWriteItemCommand) => {
-        const [, items] = Object.entries(command.input.RequestItems ?? {})[0]!;
-        requests.push(items.map((r) => r.PutRequest!.Item!.pk!.S!));
-        return env.dynamodb.send(command);
-      },
-    } as unknown as DynamoDBClient;
+    const recording = batchWrites(env.dynamodb, (_, items, send) => {
+      requests.push(items.map((r) => r.PutRequest!.Item!.pk!.S!));
+      return send();
+    });
     const producer = new OutboxProducer({
       client: recording,
       tableName: env.tables.outbox,
@@ -109,27 +132,27 @@ describe('OutboxProducer', () => {
     const env = await setup('unprocessed');
     let faults = 1;
     // Fault injection: the first BatchWriteItem "processes" only its first item.
-    const flaky = {
-      send: async (command: BatchWriteItemCommand) => {
-        const [table, requests] = Object.entries(command.input.RequestItems ?? {})[0]!;
-        if (faults-- > 0 && requests.length > 1) {
-          await env.dynamodb.send(
-            new BatchWriteItemCommand({ RequestItems: { [table]: requests.slice(0, 1) } }),
-          );
-          return { UnprocessedItems: { [table]: requests.slice(1) } };
-        }
-        return env.dynamodb.send(command);
-      },
-    } as unknown as DynamoDBClient;
+    const flaky = batchWrites(env.dynamodb, async (table, requests, send) => {
+      if (faults > 0 && requests.length > 1) {
+        faults--;
+        await env.dynamodb.send(
+          new BatchWriteItemCommand({ RequestItems: { [table]: requests.slice(0, 1) } }),
+        );
+        return { UnprocessedItems: { [table]: requests.slice(1) } };
+      }
+      return send();
+    });
     const producer = new OutboxProducer({
       client: flaky,
       tableName: env.tables.outbox,
       topic: 'jobs',
     });
     await Promise.all(
-      [1, 2, 3, 4].map((i) => producer.publish({ key: 'k', value: bytes(String(i)) })),
+      // Four keys, so the four items share one request (one key would take four).
+      [1, 2, 3, 4].map((i) => producer.publish({ key: `k${i}`, value: bytes(String(i)) })),
     );
     await env.relayAll();
+    expect(faults).toBe(0); // the fault was injected
     const got = await receiveAll(env.sqs, env.queues.work!.url);
     expect(
       got.map((m) => Buffer.from(JSON.parse(m.Body!).payload, 'base64').toString()).sort(),
