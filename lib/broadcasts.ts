@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
-import { MessageFormatError } from './errors';
-import { defineEvent, type EventType } from './events/event';
+import { MessageFormatError } from './errors.js';
+import { defineEvent, type EventType } from './events/event.js';
 
 /** The topic services write broadcasts and remote commands to; the broadcast consumer reads it. */
 export const BROADCAST_TOPIC = 'lambdacable.broadcasts';

@@ -1,4 +1,4 @@
-import { AwsResourceError } from '../errors';
+import { AwsResourceError } from '../errors.js';
 
 /**
  * Runs one SDK call (already retried by the SDK's retry strategy) and turns its failure

@@ -1,9 +1,9 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import { LambdacableError } from '../errors';
-import type { Client, Clock, CloseableProducer, Consumer } from '../messaging/types';
-import { OutboxProducer } from './dynamodb/outbox';
-import { SqsConsumer, type SqsConsumerOptions } from './sqs/consumer';
+import { LambdacableError } from '../errors.js';
+import type { Client, Clock, CloseableProducer, Consumer } from '../messaging/types.js';
+import { OutboxProducer } from './dynamodb/outbox.js';
+import { SqsConsumer, type SqsConsumerOptions } from './sqs/consumer.js';
 
 /** Options of {@link AwsClient}. */
 export interface AwsClientOptions {

@@ -1,5 +1,5 @@
-import { StreamsTracker } from './streams-tracker';
-import type { Broadcaster, RemoteCommandMessage } from './types';
+import { StreamsTracker } from './streams-tracker.js';
+import type { Broadcaster, RemoteCommandMessage } from './types.js';
 
 /** Subscription tracking and command pass-through shared by every broker. */
 export abstract class SubscriptionTracking {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { HistoryError } from '../errors';
-import type { BrokerConfig, StreamMessage } from './types';
+import { HistoryError } from '../errors.js';
+import type { BrokerConfig, StreamMessage } from './types.js';
 
 /** A stream's epoch and the last offset handed out under it. */
 export interface StreamMeta {

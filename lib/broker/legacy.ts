@@ -1,6 +1,6 @@
-import { HistoryError } from '../errors';
-import { SubscriptionTracking } from './base';
-import type { Broadcaster, Broker, Cacheable, StreamMessage } from './types';
+import { HistoryError } from '../errors.js';
+import { SubscriptionTracking } from './base.js';
+import type { Broadcaster, Broker, Cacheable, StreamMessage } from './types.js';
 
 /** A broker without history or sessions: messages pass straight to the broadcaster. */
 export class LegacyBroker extends SubscriptionTracking implements Broker {

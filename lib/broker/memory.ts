@@ -1,5 +1,5 @@
-import { type Clock, systemClock } from '../messaging/types';
-import { SubscriptionTracking } from './base';
+import { type Clock, systemClock } from '../messaging/types.js';
+import { SubscriptionTracking } from './base.js';
 import {
   activeSessionExpiry,
   describeBroker,
@@ -11,7 +11,7 @@ import {
   type StoredMessage,
   type StreamMeta,
   toStreamMessage,
-} from './history';
+} from './history.js';
 import {
   type Broker,
   type BrokerConfig,
@@ -19,7 +19,7 @@ import {
   type Cacheable,
   defaultBrokerConfig,
   type StreamMessage,
-} from './types';
+} from './types.js';
 
 interface MemoryStream {
   meta: StreamMeta;

@@ -1,4 +1,4 @@
-import type { Clock } from '../messaging/types';
+import type { Clock } from '../messaging/types.js';
 
 /** A message published to a stream. */
 export interface StreamMessage {

@@ -1,7 +1,7 @@
 import avro from 'avsc';
-import { DecodeError, EncodeError } from '../errors';
-import type { EventType } from './event';
-import type { SchemaRegistry } from './schema-registry';
+import { DecodeError, EncodeError } from '../errors.js';
+import type { EventType } from './event.js';
+import type { SchemaRegistry } from './schema-registry.js';
 
 const MAGIC = 0x00;
 const HEADER = 5;

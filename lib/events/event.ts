@@ -1,5 +1,5 @@
 import avro from 'avsc';
-import { UnknownEventTypeError } from '../errors';
+import { UnknownEventTypeError } from '../errors.js';
 
 /** An Avro record schema; `name` defaults to the event name. */
 export interface EventRecordSchema {

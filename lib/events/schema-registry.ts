@@ -1,5 +1,5 @@
 import avro from 'avsc';
-import { SchemaCompatibilityError } from '../errors';
+import { SchemaCompatibilityError } from '../errors.js';
 
 /** A schema registry: subject → versions, global ids (Confluent semantics). */
 export interface SchemaRegistry {

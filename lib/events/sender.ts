@@ -1,11 +1,11 @@
 import { appendFile } from 'node:fs/promises';
-import { EventSenderError } from '../errors';
-import { type Clock, type Producer, systemClock } from '../messaging/types';
-import type { OutboxRecord, TxOutbox } from '../outbox/types';
-import { AvroCodec } from './avro';
-import type { Event, EventTopics } from './event';
-import { newEventId } from './event-id';
-import type { SchemaRegistry } from './schema-registry';
+import { EventSenderError } from '../errors.js';
+import { type Clock, type Producer, systemClock } from '../messaging/types.js';
+import type { OutboxRecord, TxOutbox } from '../outbox/types.js';
+import { AvroCodec } from './avro.js';
+import type { Event, EventTopics } from './event.js';
+import { newEventId } from './event-id.js';
+import type { SchemaRegistry } from './schema-registry.js';
 
 /** Counters of an {@link EventSender}. */
 export interface SenderStats {

@@ -1,7 +1,7 @@
-import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../broker/types';
-import { type Clock, systemClock } from '../messaging/types';
-import type { ConnectionApi } from './connection-api';
-import type { ConnectionRecord, ConnectionStore, Subscription } from './connections';
+import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
+import { type Clock, systemClock } from '../messaging/types.js';
+import type { ConnectionApi } from './connection-api.js';
+import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
 
 /** The logging the gateway needs; Powertools' `Logger` and `console` both fit. */
 export interface GatewayLogger {

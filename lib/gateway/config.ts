@@ -1,5 +1,5 @@
-import { type BrokerConfig, defaultBrokerConfig } from '../broker/types';
-import { ConfigError } from '../errors';
+import { type BrokerConfig, defaultBrokerConfig } from '../broker/types.js';
+import { ConfigError } from '../errors.js';
 
 /** Settings of the WebSocket gateway, read once at start ({@link configFromEnv}). */
 export interface GatewayConfig {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Broker, Cacheable, StreamMessage } from '../broker/types';
-import { HistoryError, ProtocolError, UnauthorizedError } from '../errors';
-import { type Clock, systemClock } from '../messaging/types';
+import type { Broker, Cacheable, StreamMessage } from '../broker/types.js';
+import { HistoryError, ProtocolError, UnauthorizedError } from '../errors.js';
+import { type Clock, systemClock } from '../messaging/types.js';
 import {
   broadcastFrame,
   type DeliveryReport,
@@ -9,11 +9,11 @@ import {
   GatewayBroadcaster,
   type GatewayLogger,
   noopLogger,
-} from './broadcaster';
-import type { GatewayConfig } from './config';
-import type { ConnectionApi } from './connection-api';
-import type { ConnectionRecord, ConnectionStore, Subscription } from './connections';
-import { verifyConnectToken, verifySignedStreamName } from './tokens';
+} from './broadcaster.js';
+import type { GatewayConfig } from './config.js';
+import type { ConnectionApi } from './connection-api.js';
+import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
+import { verifyConnectToken, verifySignedStreamName } from './tokens.js';
 
 /** AnyCable's extended protocol: history and session restore. */
 export const EXT_PROTOCOL = 'actioncable-v1-ext-json';

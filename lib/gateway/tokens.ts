@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
-import { UnauthorizedError } from '../errors';
-import { type Clock, systemClock } from '../messaging/types';
+import { UnauthorizedError } from '../errors.js';
+import { type Clock, systemClock } from '../messaging/types.js';
 
 /**
  * Signs a stream name the way AnyCable (Rails `MessageVerifier`) does:

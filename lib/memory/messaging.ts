@@ -1,5 +1,5 @@
-import { LambdacableError } from '../errors';
-import { newEventId } from '../events/event-id';
+import { LambdacableError } from '../errors.js';
+import { newEventId } from '../events/event-id.js';
 import {
   type Client,
   type Clock,
@@ -11,7 +11,7 @@ import {
   type PublishOptions,
   type RetryPolicy,
   systemClock,
-} from '../messaging/types';
+} from '../messaging/types.js';
 
 /** A message held by a {@link MemoryQueue}. */
 export interface QueuedMessage {

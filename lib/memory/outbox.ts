@@ -1,5 +1,5 @@
-import type { Producer } from '../messaging/types';
-import type { OutboxRecord, TxOutbox } from '../outbox/types';
+import type { Producer } from '../messaging/types.js';
+import type { OutboxRecord, TxOutbox } from '../outbox/types.js';
 
 /** A transaction of the {@link MemoryOutbox}: records are delivered only on commit. */
 export class MemoryTransaction {

@@ -1,5 +1,5 @@
-import { MessageFormatError } from '../errors';
-import type { OutboxRecord } from '../outbox/types';
+import { MessageFormatError } from '../errors.js';
+import type { OutboxRecord } from '../outbox/types.js';
 
 /** What the relay puts in an SQS message body: the outbox record plus its offset. */
 export interface Envelope extends OutboxRecord {

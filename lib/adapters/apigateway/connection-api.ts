@@ -4,8 +4,8 @@ import {
   DeleteConnectionCommand,
   PostToConnectionCommand,
 } from '@aws-sdk/client-apigatewaymanagementapi';
-import { AwsResourceError } from '../../errors';
-import type { ConnectionApi } from '../../gateway/connection-api';
+import { AwsResourceError } from '../../errors.js';
+import type { ConnectionApi } from '../../gateway/connection-api.js';
 
 /** Options of {@link ApiGatewayConnectionApi}. */
 export interface ApiGatewayConnectionApiOptions {

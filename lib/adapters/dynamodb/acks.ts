@@ -4,8 +4,8 @@ import {
   GetItemCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import { AwsResourceError } from '../../errors';
-import type { AckStore } from '../../messaging/ack-store';
+import { AwsResourceError } from '../../errors.js';
+import type { AckStore } from '../../messaging/ack-store.js';
 
 /**
  * Ack levels in the `acks` table (`pk` = group `#` partition). A level only moves

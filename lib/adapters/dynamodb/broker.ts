@@ -9,7 +9,7 @@ import {
   TransactWriteItemsCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import { SubscriptionTracking } from '../../broker/base';
+import { SubscriptionTracking } from '../../broker/base.js';
 import {
   activeSessionExpiry,
   describeBroker,
@@ -21,7 +21,7 @@ import {
   type StoredMessage,
   type StreamMeta,
   toStreamMessage,
-} from '../../broker/history';
+} from '../../broker/history.js';
 import {
   type Broadcaster,
   type Broker,
@@ -29,9 +29,9 @@ import {
   type Cacheable,
   defaultBrokerConfig,
   type StreamMessage,
-} from '../../broker/types';
-import { AwsResourceError } from '../../errors';
-import { type Clock, systemClock } from '../../messaging/types';
+} from '../../broker/types.js';
+import { AwsResourceError } from '../../errors.js';
+import { type Clock, systemClock } from '../../messaging/types.js';
 
 /** Options of {@link DynamoBroker}. */
 export interface DynamoBrokerOptions {

@@ -9,8 +9,8 @@ import {
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { ConnectionRecord, ConnectionStore, Subscription } from '../../gateway/connections';
-import { awsCall } from '../call';
+import type { ConnectionRecord, ConnectionStore, Subscription } from '../../gateway/connections.js';
+import { awsCall } from '../call.js';
 
 /** The GSI from stream to subscribed connections. */
 export const STREAM_INDEX = 'byStream';

@@ -8,16 +8,16 @@ import {
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { AwsResourceError, EncodeError, MessageFormatError } from '../../errors';
-import { newEventId } from '../../events/event-id';
+import { AwsResourceError, EncodeError, MessageFormatError } from '../../errors.js';
+import { newEventId } from '../../events/event-id.js';
 import {
   type Clock,
   type CloseableProducer,
   type OutgoingMessage,
   type PublishOptions,
   systemClock,
-} from '../../messaging/types';
-import type { OutboxRecord, TxOutbox } from '../../outbox/types';
+} from '../../messaging/types.js';
+import type { OutboxRecord, TxOutbox } from '../../outbox/types.js';
 
 /** DynamoDB's item size limit. */
 export const MAX_ITEM_BYTES = 400 * 1024;

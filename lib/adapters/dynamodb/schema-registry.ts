@@ -8,13 +8,13 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import type avro from 'avsc';
-import { type AwsResourceError, SchemaCompatibilityError } from '../../errors';
+import { type AwsResourceError, SchemaCompatibilityError } from '../../errors.js';
 import {
   assertBackwardCompatible,
   canonicalSchema,
   type SchemaRegistry,
-} from '../../events/schema-registry';
-import { awsCall } from '../call';
+} from '../../events/schema-registry.js';
+import { awsCall } from '../call.js';
 
 /**
  * A schema registry in the `schemas` table. Items (`pk` / `sk`):

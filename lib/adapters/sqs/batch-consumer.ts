@@ -1,11 +1,11 @@
 import { processPartialResponse, SqsFifoPartialProcessorAsync } from '@aws-lambda-powertools/batch';
 import { ChangeMessageVisibilityBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { LambdacableError } from '../../errors';
-import { PartitionAckManager } from '../../messaging/ack-manager';
-import type { AckStore } from '../../messaging/ack-store';
-import { decodeEnvelope, type Envelope } from '../../messaging/envelope';
-import type { Message } from '../../messaging/types';
+import { LambdacableError } from '../../errors.js';
+import { PartitionAckManager } from '../../messaging/ack-manager.js';
+import type { AckStore } from '../../messaging/ack-store.js';
+import { decodeEnvelope, type Envelope } from '../../messaging/envelope.js';
+import type { Message } from '../../messaging/types.js';
 
 /** A consumed message with everything the envelope carries. */
 export interface ConsumedMessage extends Message {

@@ -5,9 +5,9 @@ import {
   type SQSClient,
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
-import { decodeEnvelope } from '../../messaging/envelope';
-import type { Consumer, Message } from '../../messaging/types';
-import type { ConsumedMessage } from './batch-consumer';
+import { decodeEnvelope } from '../../messaging/envelope.js';
+import type { Consumer, Message } from '../../messaging/types.js';
+import type { ConsumedMessage } from './batch-consumer.js';
 
 /** Options of {@link SqsConsumer}. */
 export interface SqsConsumerOptions {

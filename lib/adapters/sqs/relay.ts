@@ -1,9 +1,9 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
-import { encodeEnvelope } from '../../messaging/envelope';
-import type { OutboxRecord } from '../../outbox/types';
-import { recordFromItem } from '../dynamodb/outbox';
+import { encodeEnvelope } from '../../messaging/envelope.js';
+import type { OutboxRecord } from '../../outbox/types.js';
+import { recordFromItem } from '../dynamodb/outbox.js';
 
 /** Options of {@link OutboxRelay}. */
 export interface OutboxRelayOptions {

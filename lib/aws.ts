@@ -1,0 +1,41 @@
+/**
+ * `lambdacable/aws`: the adapters on the AWS SDK v3: DynamoDB outbox, producer, schema
+ * registry, broker, connections and ack store; the SQS relay and consumers; the API Gateway
+ * management API.
+ */
+export {
+  ApiGatewayConnectionApi,
+  type ApiGatewayConnectionApiOptions,
+} from './adapters/apigateway/connection-api.js';
+export { awsCall } from './adapters/call.js';
+export { AwsClient, type AwsClientOptions } from './adapters/client.js';
+export { DynamoAckStore } from './adapters/dynamodb/acks.js';
+export { DynamoBroker, type DynamoBrokerOptions } from './adapters/dynamodb/broker.js';
+export {
+  BUCKET_INDEX,
+  CONNECTION_BUCKETS,
+  connectionBucket,
+  DynamoConnectionStore,
+  IDENTITY_INDEX,
+  STREAM_INDEX,
+} from './adapters/dynamodb/connections.js';
+export {
+  createOutbox,
+  DynamoOutbox,
+  type DynamoOutboxOptions,
+  MAX_ITEM_BYTES,
+  OutboxProducer,
+  type OutboxProducerOptions,
+  outboxItem,
+  recordFromItem,
+  writeToOutbox,
+} from './adapters/dynamodb/outbox.js';
+export { DynamoSchemaRegistry } from './adapters/dynamodb/schema-registry.js';
+export {
+  type BatchConsumerOptions,
+  type ConsumedMessage,
+  consumeSqsBatch,
+  NackError,
+} from './adapters/sqs/batch-consumer.js';
+export { SqsConsumer, type SqsConsumerOptions } from './adapters/sqs/consumer.js';
+export { OutboxRelay, type OutboxRelayOptions, type RelayResult } from './adapters/sqs/relay.js';

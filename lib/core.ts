@@ -1,0 +1,107 @@
+/**
+ * `lambdacable`: the pure core. Messaging (AckManager, Message, Producer/Consumer ports),
+ * events (defineEvent, EventTopics, Avro codec, sender), the broker and gateway logic and
+ * the errors. Nothing here imports the AWS SDK.
+ */
+export {
+  BROADCAST_TOPIC,
+  type Broadcast,
+  BroadcastEvent,
+  type BroadcastRequestItem,
+  COMMANDS_KEY,
+  hasBroadcastKey,
+  parseBroadcastRequest,
+  type RemoteCommand,
+  RemoteCommandEvent,
+} from './broadcasts.js';
+export { SubscriptionTracking } from './broker/base.js';
+export { historyFromRetained, type StoredMessage, type StreamMeta } from './broker/history.js';
+export { LegacyBroker } from './broker/legacy.js';
+export { StreamsTracker } from './broker/streams-tracker.js';
+export {
+  type Broadcaster,
+  type Broker,
+  type BrokerConfig,
+  type BrokerOptions,
+  type Cacheable,
+  defaultBrokerConfig,
+  type RemoteCommandMessage,
+  type StreamMessage,
+} from './broker/types.js';
+export * from './errors.js';
+export { AvroCodec, frame, unframe } from './events/avro.js';
+export {
+  defineEvent,
+  type Event,
+  type EventDefinition,
+  type EventHeader,
+  type EventMetadata,
+  type EventRecordSchema,
+  EventTopics,
+  type EventType,
+  withKey,
+} from './events/event.js';
+export { newEventId } from './events/event-id.js';
+export {
+  assertBackwardCompatible,
+  canonicalSchema,
+  type SchemaRegistry,
+} from './events/schema-registry.js';
+export {
+  createEventSender,
+  type EventSender,
+  type EventSenderOptions,
+  NoopEventSender,
+  type SenderStats,
+} from './events/sender.js';
+export {
+  broadcastFrame,
+  type DeliveryReport,
+  decodeData,
+  forEachConcurrently,
+  GatewayBroadcaster,
+  type GatewayBroadcasterOptions,
+  type GatewayLogger,
+  noopLogger,
+} from './gateway/broadcaster.js';
+export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './gateway/config.js';
+export type { ConnectionApi } from './gateway/connection-api.js';
+export type { ConnectionRecord, ConnectionStore, Subscription } from './gateway/connections.js';
+export {
+  type ConnectRequest,
+  type ConnectResult,
+  EXT_PROTOCOL,
+  Gateway,
+  type GatewayOptions,
+  type PingReport,
+  PLAIN_PROTOCOL,
+  PUBSUB_CHANNEL,
+  Session,
+  type SessionState,
+  type SessionSubscription,
+} from './gateway/gateway.js';
+export {
+  type ConnectTokenClaims,
+  createConnectToken,
+  signStreamName,
+  verifyConnectToken,
+  verifySignedStreamName,
+} from './gateway/tokens.js';
+export { AckManager, PartitionAckManager } from './messaging/ack-manager.js';
+export type { AckStore } from './messaging/ack-store.js';
+export { decodeEnvelope, type Envelope, encodeEnvelope } from './messaging/envelope.js';
+export {
+  type Client,
+  type Clock,
+  type CloseableProducer,
+  type Consumer,
+  defaultRetryPolicy,
+  exponentialBackoff,
+  type Message,
+  type OutgoingMessage,
+  type Producer,
+  type PublishOptions,
+  type RetryPolicy,
+  systemClock,
+} from './messaging/types.js';
+export type { OutboxRecord, TxOutbox } from './outbox/types.js';
