@@ -1,5 +1,6 @@
-import avro from 'avsc';
+import type avro from 'avsc';
 import { DecodeError, EncodeError } from '../errors.js';
+import { avroType } from './avro-types.js';
 import type { EventType } from './event.js';
 import type { SchemaRegistry } from './schema-registry.js';
 
@@ -32,12 +33,13 @@ export function unframe(bytes: Uint8Array): { schemaId: number; body: Uint8Array
 
 /**
  * Encodes events with the schema ids of a {@link SchemaRegistry} and decodes any
- * framed payload by resolving its writer schema to the reader's.
+ * framed payload by resolving its writer schema to the reader's. Avro `long` values
+ * decode as `bigint` whatever wrote them (see `defineEvent`).
  */
 export class AvroCodec {
   private readonly ids = new Map<string, number>();
   private readonly writers = new Map<number, Promise<avro.Type>>();
-  private readonly resolvers = new Map<string, avro.Resolver>();
+  private readonly resolvers = new WeakMap<avro.Type, Map<number, avro.Resolver>>();
 
   constructor(private readonly registry: SchemaRegistry) {}
 
@@ -110,7 +112,7 @@ export class AvroCodec {
         if (schema === undefined) {
           throw new DecodeError(`unknown schema id: ${schemaId}`, { schemaId });
         }
-        return avro.Type.forSchema(schema);
+        return avroType(schema);
       });
       // A failed lookup is not cached: the schema may be registered later.
       writer.catch(() => this.writers.delete(schemaId));
@@ -120,8 +122,13 @@ export class AvroCodec {
   }
 
   private resolver(schemaId: number, writer: avro.Type, reader: EventType<unknown>): avro.Resolver {
-    const key = `${schemaId}:${reader.name}`;
-    let resolver = this.resolvers.get(key);
+    // Per reader type, not per name: two versions of one event (same name) need their own.
+    let byId = this.resolvers.get(reader.avroType);
+    if (!byId) {
+      byId = new Map();
+      this.resolvers.set(reader.avroType, byId);
+    }
+    let resolver = byId.get(schemaId);
     if (!resolver) {
       try {
         resolver = reader.avroType.createResolver(writer);
@@ -131,7 +138,7 @@ export class AvroCodec {
           { schemaId, cause },
         );
       }
-      this.resolvers.set(key, resolver);
+      byId.set(schemaId, resolver);
     }
     return resolver;
   }

@@ -1,5 +1,6 @@
-import avro from 'avsc';
+import type avro from 'avsc';
 import { UnknownEventTypeError } from '../errors.js';
+import { avroType as toAvroType } from './avro-types.js';
 
 /** An Avro record schema; `name` defaults to the event name. */
 export interface EventRecordSchema {
@@ -15,7 +16,11 @@ export interface EventRecordSchema {
   }[];
 }
 
-/** Options of {@link defineEvent}. */
+/**
+ * Options of {@link defineEvent}. `T` is the value type: declare Avro `long` fields as
+ * `bigint` (they decode as `bigint`, exact over the whole int64 range; see
+ * `BigIntLongType` in `avro-types.ts`).
+ */
 export interface EventDefinition<T> {
   /** The Avro full name of the record, e.g. `shop.OrderPlaced`. */
   readonly name: string;
@@ -55,10 +60,18 @@ export interface EventHeader {
   readonly value: string;
 }
 
-/** Defines an Avro-typed event. */
+/**
+ * Defines an Avro-typed event.
+ *
+ * An Avro `long` is a `bigint`: decoding always yields a `bigint`, and encoding takes a
+ * `bigint` in int64 range or, for convenience, a `number` that is a safe integer
+ * (`Number.isSafeInteger`). A `number` past 2^53 (which may already be rounded) or a
+ * `bigint` outside int64 is refused with an `EncodeError` naming the field. Avro `int`
+ * stays a `number`.
+ */
 export function defineEvent<T>(definition: EventDefinition<T>): EventType<T> {
   const schema = { name: definition.name, ...definition.schema } as unknown as avro.Schema;
-  const avroType = avro.Type.forSchema(schema);
+  const avroType = toAvroType(schema);
   if (avroType.name !== definition.name) {
     throw new TypeError(
       `event ${definition.name}: schema name must be the event name, got: ${avroType.name}`,

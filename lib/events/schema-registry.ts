@@ -1,5 +1,6 @@
-import avro from 'avsc';
+import type avro from 'avsc';
 import { SchemaCompatibilityError } from '../errors.js';
+import { avroType } from './avro-types.js';
 
 /** A schema registry: subject → versions, global ids (Confluent semantics). */
 export interface SchemaRegistry {
@@ -11,7 +12,7 @@ export interface SchemaRegistry {
 
 /** The canonical JSON of a schema: equal for equal schemas, whatever their spelling. */
 export function canonicalSchema(schema: avro.Schema): string {
-  return JSON.stringify(avro.Type.forSchema(schema).schema({ exportAttrs: true }));
+  return JSON.stringify(avroType(schema).schema({ exportAttrs: true }));
 }
 
 /**
@@ -24,7 +25,7 @@ export function assertBackwardCompatible(
   next: avro.Schema,
 ): void {
   try {
-    avro.Type.forSchema(next).createResolver(avro.Type.forSchema(previous));
+    avroType(next).createResolver(avroType(previous));
   } catch (cause) {
     throw new SchemaCompatibilityError(
       `schema for ${subject} is not backward compatible with the previous version: ${(cause as Error).message}`,

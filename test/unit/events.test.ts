@@ -210,3 +210,219 @@ describe('MemorySchemaRegistry', () => {
     expect(await new MemorySchemaRegistry().getById(5)).toBeUndefined();
   });
 });
+
+/** Avro's zig-zag varint of a 64-bit long, as any other language's Avro writer emits it. */
+function zigZagLong(value: bigint): number[] {
+  let n = BigInt.asUintN(64, (value << 1n) ^ (value >> 63n));
+  const out: number[] = [];
+  while (n >= 0x80n) {
+    out.push(Number((n & 0x7fn) | 0x80n));
+    n >>= 7n;
+  }
+  out.push(Number(n));
+  return out;
+}
+
+/** Reads a zig-zag varint long at `offset`; returns the value and the next offset. */
+function readZigZagLong(bytes: Uint8Array, offset: number): { value: bigint; next: number } {
+  let n = 0n;
+  let shift = 0n;
+  let i = offset;
+  for (;;) {
+    const b = bytes[i++]!;
+    n |= BigInt(b & 0x7f) << shift;
+    shift += 7n;
+    if ((b & 0x80) === 0) break;
+  }
+  return { value: (n >> 1n) ^ -(n & 1n), next: i };
+}
+
+interface LedgerEntry {
+  account: string;
+  cents: bigint;
+}
+
+const LedgerEntry = defineEvent<LedgerEntry>({
+  name: 'bank.LedgerEntry',
+  topic: 'ledger',
+  schema: {
+    type: 'record',
+    fields: [
+      { name: 'account', type: 'string' },
+      { name: 'cents', type: 'long' },
+    ],
+  },
+  key: (v) => v.account,
+});
+
+/** The schema a foreign writer registers: plain JSON, nothing of this library. */
+const ledgerSchema: avro.Schema = {
+  type: 'record',
+  name: 'bank.LedgerEntry',
+  fields: [
+    { name: 'account', type: 'string' },
+    { name: 'cents', type: 'long' },
+  ],
+};
+
+const EDGES = {
+  'the int64 maximum, 2^63-1': 2n ** 63n - 1n,
+  'the int64 minimum, -2^63': -(2n ** 63n),
+  'the first integer a double cannot hold, 2^53+1': 2n ** 53n + 1n,
+  'its negative, -(2^53+1)': -(2n ** 53n + 1n),
+  zero: 0n,
+};
+
+describe('Avro long (64-bit, as bigint)', () => {
+  for (const [label, cents] of Object.entries(EDGES)) {
+    it(`round-trips ${label} exactly through AvroCodec`, async () => {
+      const registry = new MemorySchemaRegistry();
+      const codec = new AvroCodec(registry);
+      const bytes = await codec.encode(LedgerEntry, { account: 'a-1', cents });
+      expect(await codec.decode(bytes, LedgerEntry)).toEqual({ account: 'a-1', cents });
+      // Also with the writer schema from the registry as the reader.
+      const decoded = await new AvroCodec(registry).decode<LedgerEntry>(bytes);
+      expect(decoded.cents).toBe(cents);
+    });
+
+    it(`decodes ${label} written by a foreign Avro writer`, async () => {
+      const registry = new MemorySchemaRegistry();
+      await registry.register('other', 'string');
+      const id = await registry.register('bank.LedgerEntry', ledgerSchema);
+      const account = [...Buffer.from('a-1')];
+      // What a Java or Python producer sends: 0x00, 4-byte big-endian id, Avro binary
+      // (a string is a zig-zag length then UTF-8; a long its zig-zag varint).
+      const bytes = new Uint8Array([
+        0x00,
+        (id >>> 24) & 0xff,
+        (id >>> 16) & 0xff,
+        (id >>> 8) & 0xff,
+        id & 0xff,
+        ...zigZagLong(BigInt(account.length)),
+        ...account,
+        ...zigZagLong(cents),
+      ]);
+      const codec = new AvroCodec(registry);
+      expect(await codec.decode(bytes, LedgerEntry)).toEqual({ account: 'a-1', cents });
+      expect((await codec.decode<LedgerEntry>(bytes)).cents).toBe(cents);
+    });
+
+    it(`writes ${label} as the zig-zag varint a foreign reader expects`, async () => {
+      const registry = new MemorySchemaRegistry();
+      const codec = new AvroCodec(registry);
+      const bytes = await codec.encode(LedgerEntry, { account: 'a-1', cents });
+      expect(bytes[0]).toBe(0);
+      const id = new DataView(bytes.buffer, bytes.byteOffset).getUint32(1, false);
+      expect(await registry.getById(id)).toEqual(ledgerSchema);
+      const length = readZigZagLong(bytes, 5);
+      expect(length.value).toBe(3n);
+      const accountEnd = length.next + Number(length.value);
+      expect(Buffer.from(bytes.subarray(length.next, accountEnd)).toString()).toBe('a-1');
+      const long = readZigZagLong(bytes, accountEnd);
+      expect(long.value).toBe(cents);
+      expect(long.next).toBe(bytes.length);
+      expect([...bytes.subarray(accountEnd)]).toEqual(zigZagLong(cents));
+    });
+  }
+
+  it('accepts a safe-integer number on encode and always decodes a bigint', async () => {
+    const codec = new AvroCodec(new MemorySchemaRegistry());
+    const bytes = await codec.encode(LedgerEntry, {
+      account: 'a',
+      cents: Number.MAX_SAFE_INTEGER as unknown as bigint,
+    });
+    expect(await codec.decode(bytes, LedgerEntry)).toEqual({
+      account: 'a',
+      cents: BigInt(Number.MAX_SAFE_INTEGER),
+    });
+  });
+
+  it.each([
+    ['2^63', 2n ** 63n],
+    ['-2^63-1', -(2n ** 63n) - 1n],
+    ['a number past 2^53', 2 ** 53 + 2],
+    ['a fraction', 1.5],
+    ['a decimal string', '5'],
+  ])('throws EncodeError naming the field for %s', async (_, cents) => {
+    const codec = new AvroCodec(new MemorySchemaRegistry());
+    const error = await codec
+      .encode(LedgerEntry, { account: 'a', cents: cents as bigint })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EncodeError);
+    expect((error as Error).message).toMatch(/bad field\(s\) cents/);
+  });
+
+  it('makes every long a bigint: in unions, arrays, maps and field defaults', async () => {
+    const Nested = defineEvent<{
+      maybe: bigint | null;
+      list: bigint[];
+      byName: Record<string, bigint>;
+    }>({
+      name: 'x.Nested',
+      schema: {
+        type: 'record',
+        fields: [
+          { name: 'maybe', type: ['null', 'long'] },
+          { name: 'list', type: { type: 'array', items: 'long' } },
+          { name: 'byName', type: { type: 'map', values: 'long' } },
+        ],
+      },
+    });
+    const value = { maybe: 2n ** 62n, list: [-(2n ** 63n), 1n], byName: { a: 2n ** 63n - 1n } };
+    const codec = new AvroCodec(new MemorySchemaRegistry());
+    expect(await codec.decode(await codec.encode(Nested, value), Nested)).toEqual(value);
+    const WithDefault = defineEvent<{
+      maybe: bigint | null;
+      list: bigint[];
+      byName: Record<string, bigint>;
+      since: bigint;
+    }>({
+      name: 'x.Nested',
+      schema: {
+        type: 'record',
+        fields: [
+          { name: 'maybe', type: ['null', 'long'] },
+          { name: 'list', type: { type: 'array', items: 'long' } },
+          { name: 'byName', type: { type: 'map', values: 'long' } },
+          { name: 'since', type: 'long', default: 1_700_000_000_000 },
+        ],
+      },
+    });
+    const old = await codec.encode(Nested, value);
+    // The same codec, two versions of one event name: each reader gets its own resolver.
+    expect(await codec.decode(old, WithDefault)).toEqual({ ...value, since: 1_700_000_000_000n });
+  });
+
+  it("makes a long spelled as an object (a Java writer's timestamp-millis) a bigint too", async () => {
+    const registry = new MemorySchemaRegistry();
+    const id = await registry.register('x.Stamped', {
+      type: 'record',
+      name: 'x.Stamped',
+      fields: [{ name: 'at', type: { type: 'long', logicalType: 'timestamp-millis' } }],
+    } as avro.Schema);
+    const at = 2n ** 62n + 3n;
+    const bytes = frame(id, new Uint8Array(zigZagLong(at)));
+    expect(await new AvroCodec(registry).decode(bytes)).toEqual({ at });
+  });
+
+  it('reads an int written by an older schema as a bigint long', async () => {
+    const registry = new MemorySchemaRegistry();
+    const V1 = defineEvent<{ account: string; cents: number }>({
+      name: 'bank.LedgerEntry',
+      schema: {
+        type: 'record',
+        fields: [
+          { name: 'account', type: 'string' },
+          { name: 'cents', type: 'int' },
+        ],
+      },
+    });
+    const bytes = await new AvroCodec(registry).encode(V1, { account: 'a', cents: -7 });
+    expect(await new AvroCodec(registry).decode(bytes, LedgerEntry)).toEqual({
+      account: 'a',
+      cents: -7n,
+    });
+    // int → long is a backward-compatible change for the registry.
+    await expect(new AvroCodec(registry).register(LedgerEntry)).resolves.toBeGreaterThan(0);
+  });
+});
