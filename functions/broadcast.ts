@@ -7,11 +7,20 @@ import {
   RemoteCommandEvent,
   UnknownEventTypeError,
 } from '../lib';
-import { runtime } from './runtime';
+import {
+  acks,
+  brokerRuntime,
+  runtime,
+  codec as runtimeCodec,
+  metrics as runtimeMetrics,
+} from './runtime';
 
 /** Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out. */
 export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
-  const { broker, codec, acks, logger, metrics, sqs, queues } = runtime();
+  const { logger, sqs, queues } = runtime();
+  const { broker } = brokerRuntime();
+  const codec = runtimeCodec();
+  const metrics = runtimeMetrics();
   const response = await consumeSqsBatch(
     event,
     async (message: ConsumedMessage) => {
@@ -34,7 +43,7 @@ export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
     },
     {
       group: 'broadcast',
-      ackStore: acks,
+      ackStore: acks(),
       logger,
       visibility: { sqs, queueUrl: () => queues.broadcast! },
     },

@@ -6,7 +6,7 @@ import {
   parseBroadcastRequest,
   RemoteCommandEvent,
 } from '../lib';
-import { runtime } from './runtime';
+import { runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
 
 /**
  * AnyCable's HTTP broadcast API, `POST /_broadcast` with `Authorization: Bearer <key>`.
@@ -14,12 +14,14 @@ import { runtime } from './runtime';
  * get offsets from the same sequence.
  */
 export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyResultV2> => {
-  const { config, producer, codec, logger } = runtime();
+  const { config, logger } = runtime();
   const authorization = event.headers?.authorization ?? event.headers?.Authorization;
   if (!hasBroadcastKey(authorization, config.broadcastKey ?? '')) {
     logger.warn('broadcast refused: missing or wrong key');
     return { statusCode: 401, body: 'unauthorized' };
   }
+  const codec = runtimeCodec();
+  const producer = runtimeProducer();
   const body =
     event.isBase64Encoded && event.body ? Buffer.from(event.body, 'base64').toString() : event.body;
   let items: ReturnType<typeof parseBroadcastRequest>;

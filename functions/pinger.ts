@@ -1,5 +1,5 @@
 import type { Context } from 'aws-lambda';
-import { runtime } from './runtime';
+import { gateway, runtime } from './runtime';
 
 /** The schedule's period: one run covers one minute. */
 const RUN_MS = 60_000;
@@ -9,14 +9,15 @@ const RUN_MS = 60_000;
  * for one minute, so the client's stale-connection monitor never fires between runs.
  */
 export const handler = async (_event: unknown, context: Context): Promise<{ rounds: number }> => {
-  const { gateway, config, logger } = runtime();
+  const { config, logger } = runtime();
+  const gw = gateway();
   const intervalMs = config.pingInterval * 1000;
   const until = Date.now() + Math.min(RUN_MS, context.getRemainingTimeInMillis() - 5_000);
   let rounds = 0;
   for (let next = Date.now(); next < until; next += intervalMs) {
     const wait = next - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    await gateway.pingAll();
+    await gw.pingAll();
     rounds++;
   }
   logger.debug('ping rounds', { rounds });

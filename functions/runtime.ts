@@ -1,12 +1,17 @@
 /**
  * The composition root: the one place that reads the environment and wires the library's
- * adapters for the Lambda handlers in this folder. Built once per Lambda instance.
+ * adapters for the Lambda handlers in this folder. Each part is built on first use, once
+ * per Lambda instance, and is its own function so that a handler's bundle holds only the
+ * parts it uses (esbuild drops the rest) and its cold start builds only those.
  */
 
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
+import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { recordAwsCalls } from '../infra/aws-call-log';
 import { queueUrlVariable, tableVariable } from '../infra/cloudformation';
 import { consumerGroups, type TableName, tables as tableDefinitions } from '../infra/definitions';
 import {
@@ -25,113 +30,174 @@ import {
   OutboxRelay,
 } from '../lib';
 
-/** Everything a handler needs. */
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** What every handler needs: settings, logger, clients, resource names. */
 export interface Runtime {
   readonly config: GatewayConfig;
   readonly logger: Logger;
-  /** CloudWatch metrics in embedded metric format; handlers publish what they add. */
-  readonly metrics: Metrics;
   readonly dynamodb: DynamoDBClient;
   readonly sqs: SQSClient;
   readonly tables: Readonly<Record<TableName, string>>;
   /** Consumer group → queue URL. */
   readonly queues: Readonly<Record<string, string>>;
-  readonly codec: AvroCodec;
+  /** The function that delivers `welcome` after `$connect`. */
+  readonly welcomeFunction: string;
+  /** The management API endpoint of a WebSocket request. */
+  managementEndpoint(context: { domainName?: string; stage?: string }): string;
+  /** Applies the call recorder (`LAMBDACABLE_AWS_CALL_LOG`) to an SDK client. */
+  record<C>(client: C): C;
+}
+
+/** The broker (history, sessions) and the fan-out, over the connections table. */
+export interface BrokerRuntime {
   readonly store: DynamoConnectionStore;
   readonly api: ApiGatewayConnectionApi;
   readonly broker: DynamoBroker;
-  readonly gateway: Gateway;
-  readonly relay: OutboxRelay;
-  readonly acks: DynamoAckStore;
-  /** Writes broadcasts to the outbox (the log), never to SQS directly. */
-  readonly producer: OutboxProducer;
-  /** The function that delivers `welcome` after `$connect`. */
-  readonly welcomeFunction: string;
-  /** A local Lambda endpoint (serverless-offline) to invoke functions on, if any. */
-  readonly lambdaEndpoint: string | undefined;
-  /** The management API endpoint of a WebSocket request. */
-  managementEndpoint(context: { domainName?: string; stage?: string }): string;
 }
 
-let instance: Runtime | undefined;
+let base: Runtime | undefined;
+const parts = new Map<string, unknown>();
+
+/** Builds a part once per instance. */
+function part<T>(name: string, build: (rt: Runtime) => T): T {
+  if (!parts.has(name)) parts.set(name, build(runtime()));
+  return parts.get(name) as T;
+}
 
 /** The runtime of this Lambda instance, built from `process.env` on first use. */
 export function runtime(): Runtime {
-  instance ??= buildRuntime(process.env);
-  return instance;
+  base ??= buildRuntime(process.env);
+  return base;
 }
 
-/** Builds a runtime from an environment; throws a clear error when a setting is missing. */
-export function buildRuntime(env: Readonly<Record<string, string | undefined>>): Runtime {
+/** Builds the base runtime from an environment; throws a clear error when a setting is missing. */
+export function buildRuntime(env: Env): Runtime {
   const config = configFromEnv(env);
-  const serviceName = env.POWERTOOLS_SERVICE_NAME || 'lambdacable';
-  const logger = new Logger({ serviceName });
-  const metrics = new Metrics({
-    serviceName,
-    namespace: env.POWERTOOLS_METRICS_NAMESPACE || 'lambdacable',
-  });
+  const logger = new Logger({ serviceName: serviceName(env) });
+  const callLog = env.LAMBDACABLE_AWS_CALL_LOG || undefined;
+  const functionName = env.AWS_LAMBDA_FUNCTION_NAME ?? 'unknown';
+  const record = <C>(client: C): C => recordAwsCalls(client, callLog, functionName);
   const dynamodbEndpoint = env.LAMBDACABLE_DYNAMODB_ENDPOINT || undefined;
   const sqsEndpoint = env.LAMBDACABLE_SQS_ENDPOINT || undefined;
   const managementOverride = env.LAMBDACABLE_MANAGEMENT_ENDPOINT || undefined;
-  const dynamodb = new DynamoDBClient(dynamodbEndpoint ? { endpoint: dynamodbEndpoint } : {});
-  const sqs = new SQSClient(sqsEndpoint ? { endpoint: sqsEndpoint } : {});
-
   const tables = Object.fromEntries(
     (Object.keys(tableDefinitions) as TableName[]).map((t) => [t, required(env, tableVariable(t))]),
   ) as Record<TableName, string>;
   const queues = Object.fromEntries(
     consumerGroups.map((g) => [g.name, required(env, queueUrlVariable(g.name))]),
   );
-  const routes: Record<string, string[]> = {};
-  for (const group of consumerGroups) {
-    for (const topic of group.topics)
-      routes[topic] = [...(routes[topic] ?? []), queues[group.name]!];
-  }
-
-  const store = new DynamoConnectionStore({ client: dynamodb, tableName: tables.connections });
-  const api = new ApiGatewayConnectionApi(
-    managementOverride ? { endpoint: managementOverride } : {},
-  );
-  const broadcaster = new GatewayBroadcaster({ store, api, logger });
-  const broker = new DynamoBroker({
-    client: dynamodb,
-    historyTable: tables.history,
-    sessionsTable: tables.sessions,
-    broadcaster,
-    config: config.broker,
-  });
   return {
     config,
     logger,
-    metrics,
-    dynamodb,
-    sqs,
+    dynamodb: record(new DynamoDBClient(dynamodbEndpoint ? { endpoint: dynamodbEndpoint } : {})),
+    sqs: record(new SQSClient(sqsEndpoint ? { endpoint: sqsEndpoint } : {})),
     tables,
     queues,
-    codec: new AvroCodec(new DynamoSchemaRegistry({ client: dynamodb, tableName: tables.schemas })),
-    store,
-    api,
-    broker,
-    gateway: new Gateway({ store, broker, api, config, logger }),
-    relay: new OutboxRelay({
-      sqs,
-      routes,
-      onSkipped: (reason, seq) => logger.error('outbox record skipped', { reason, seq }),
-    }),
-    acks: new DynamoAckStore({ client: dynamodb, tableName: tables.acks }),
-    producer: new OutboxProducer({
-      client: dynamodb,
-      tableName: tables.outbox,
-      topic: BROADCAST_TOPIC,
-    }),
     welcomeFunction: env.LAMBDACABLE_WELCOME_FUNCTION || 'lambdacable-dev-wsWelcome',
-    lambdaEndpoint: env.LAMBDACABLE_LAMBDA_ENDPOINT || undefined,
     managementEndpoint: (context) =>
       managementOverride ?? `https://${context.domainName}/${context.stage}`,
+    record,
   };
 }
 
-function required(env: Readonly<Record<string, string | undefined>>, name: string): string {
+/** CloudWatch metrics in embedded metric format; handlers publish what they add. */
+export function metrics(): Metrics {
+  return part(
+    'metrics',
+    () =>
+      new Metrics({
+        serviceName: serviceName(process.env),
+        namespace: process.env.POWERTOOLS_METRICS_NAMESPACE || 'lambdacable',
+      }),
+  );
+}
+
+/** The broker and the fan-out (the broadcast consumer needs no more). */
+export function brokerRuntime(): BrokerRuntime {
+  return part('broker', ({ dynamodb, tables, config, logger, record }) => {
+    const override = process.env.LAMBDACABLE_MANAGEMENT_ENDPOINT || undefined;
+    const store = new DynamoConnectionStore({ client: dynamodb, tableName: tables.connections });
+    const api = new ApiGatewayConnectionApi({
+      ...(override ? { endpoint: override } : {}),
+      // One management client per endpoint, each with the call recorder.
+      createClient: (endpoint) => record(new ApiGatewayManagementApiClient({ endpoint })),
+    });
+    const broadcaster = new GatewayBroadcaster({ store, api, logger });
+    const broker = new DynamoBroker({
+      client: dynamodb,
+      historyTable: tables.history,
+      sessionsTable: tables.sessions,
+      broadcaster,
+      config: config.broker,
+    });
+    return { store, api, broker };
+  });
+}
+
+/** The WebSocket gateway: the protocol, tokens and sessions, over the broker. */
+export function gateway(): Gateway {
+  return part('gateway', ({ config, logger }) => {
+    const { store, broker, api } = brokerRuntime();
+    return new Gateway({ store, broker, api, config, logger });
+  });
+}
+
+/** Encodes and decodes events with the schema registry table. */
+export function codec(): AvroCodec {
+  return part(
+    'codec',
+    ({ dynamodb, tables }) =>
+      new AvroCodec(new DynamoSchemaRegistry({ client: dynamodb, tableName: tables.schemas })),
+  );
+}
+
+/** The stream relay: outbox records → the queues of the groups subscribed to their topic. */
+export function relay(): OutboxRelay {
+  return part('relay', ({ sqs, queues, logger }) => {
+    const routes: Record<string, string[]> = {};
+    for (const group of consumerGroups) {
+      for (const topic of group.topics)
+        routes[topic] = [...(routes[topic] ?? []), queues[group.name]!];
+    }
+    return new OutboxRelay({
+      sqs,
+      routes,
+      onSkipped: (reason, seq) => logger.error('outbox record skipped', { reason, seq }),
+    });
+  });
+}
+
+/** Ack levels of the consumer groups. */
+export function acks(): DynamoAckStore {
+  return part(
+    'acks',
+    ({ dynamodb, tables }) => new DynamoAckStore({ client: dynamodb, tableName: tables.acks }),
+  );
+}
+
+/** Writes broadcasts to the outbox (the log), never to SQS directly. */
+export function producer(): OutboxProducer {
+  return part(
+    'producer',
+    ({ dynamodb, tables }) =>
+      new OutboxProducer({ client: dynamodb, tableName: tables.outbox, topic: BROADCAST_TOPIC }),
+  );
+}
+
+/** The Lambda client that invokes `wsWelcome` (a local endpoint under `npm start`). */
+export function lambda(): LambdaClient {
+  return part('lambda', ({ record }) => {
+    const endpoint = process.env.LAMBDACABLE_LAMBDA_ENDPOINT || undefined;
+    return record(new LambdaClient(endpoint ? { endpoint } : {}));
+  });
+}
+
+function serviceName(env: Env): string {
+  return env.POWERTOOLS_SERVICE_NAME || 'lambdacable';
+}
+
+function required(env: Env, name: string): string {
   const value = env[name];
   if (!value) throw new Error(`${name} is not set: serverless.yml or npm start sets it`);
   return value;

@@ -1,9 +1,7 @@
-import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import { InvokeCommand } from '@aws-sdk/client-lambda';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
 import type { ConnectResult } from '../lib';
-import { runtime } from './runtime';
-
-let lambda: LambdaClient | undefined;
+import { gateway, lambda, runtime } from './runtime';
 
 /**
  * `$connect`: negotiates the subprotocol, identifies the client and stores the connection.
@@ -14,15 +12,14 @@ export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayPr
   const rt = runtime();
   const connectionId = event.requestContext.connectionId!;
   const endpoint = rt.managementEndpoint(event.requestContext);
-  const result = await rt.gateway.connect({
+  const result = await gateway().connect({
     connectionId,
     endpoint,
     query: event.queryStringParameters ?? {},
     protocols: header(event.headers, 'sec-websocket-protocol'),
   });
   if (result.statusCode === 200) {
-    lambda ??= new LambdaClient(rt.lambdaEndpoint ? { endpoint: rt.lambdaEndpoint } : {});
-    await lambda.send(
+    await lambda().send(
       new InvokeCommand({
         FunctionName: rt.welcomeFunction,
         InvocationType: 'Event',

@@ -1,10 +1,10 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
-import { runtime } from './runtime';
+import { gateway, runtime } from './runtime';
 
 /** `$default`: every client frame (subscribe, history, whisper, ...). */
 export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayProxyResult> => {
   const rt = runtime();
-  await rt.gateway.receive(
+  await gateway().receive(
     event.requestContext.connectionId!,
     event.body ?? '',
     rt.managementEndpoint(event.requestContext),

@@ -1,4 +1,4 @@
-import { runtime } from './runtime';
+import { gateway, runtime } from './runtime';
 
 /** Attempts and pause between them: the connection becomes reachable once $connect returned. */
 const ATTEMPTS = 40;
@@ -10,9 +10,10 @@ const PAUSE_MS = 100;
  * welcome always ends.
  */
 export const handler = async (event: { connectionId: string }): Promise<{ delivered: boolean }> => {
-  const { gateway, logger } = runtime();
+  const { logger } = runtime();
+  const gw = gateway();
   for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-    if (await gateway.welcome(event.connectionId)) return { delivered: true };
+    if (await gw.welcome(event.connectionId)) return { delivered: true };
     await new Promise((r) => setTimeout(r, PAUSE_MS));
   }
   logger.warn('welcome not delivered: the connection never became reachable', {

@@ -6,12 +6,22 @@ const { require: tsxRequire } = require('tsx/cjs/api');
 module.exports = async ({ resolveVariable }) => {
   const service = await resolveVariable('self:service');
   const stage = await resolveVariable('sls:stage');
+  const settings = await resolveVariable('self:custom.lambdacable.environment');
   const prefix = `${service}-${stage}`;
   const cfn = tsxRequire('./cloudformation.ts', __filename);
+  const environment = { ...localOverrides(cfn.functionEnvironment(prefix)), ...settings };
+  // Source maps are shipped only when asked for (LAMBDACABLE_SOURCEMAPS=true, as the
+  // esbuild section reads it), and only then are they worth Node's slower stack traces.
+  if (process.env.LAMBDACABLE_SOURCEMAPS === 'true')
+    environment.NODE_OPTIONS = '--enable-source-maps';
+  // Tests of the local stack record every AWS call (infra/aws-call-log.ts); never deployed.
+  if (process.env.LAMBDACABLE_AWS_CALL_LOG) {
+    environment.LAMBDACABLE_AWS_CALL_LOG = process.env.LAMBDACABLE_AWS_CALL_LOG;
+  }
   return {
     prefix,
     resources: cfn.cloudFormation({ prefix, functionName: (key) => `${prefix}-${key}` }),
-    environment: localOverrides(cfn.functionEnvironment(prefix)),
+    environment,
   };
 };
 

@@ -22,7 +22,8 @@ export interface RemoteCommand {
 }
 
 /** The built-in broadcast event; its key is the stream, so one stream's messages keep their order. */
-export const BroadcastEvent: EventType<Broadcast> = defineEvent<Broadcast>({
+// Pure: a bundle that uses only the topic names drops the Avro types (and avsc).
+export const BroadcastEvent: EventType<Broadcast> = /* @__PURE__ */ defineEvent<Broadcast>({
   name: 'lambdacable.Broadcast',
   topic: BROADCAST_TOPIC,
   schema: {
@@ -36,18 +37,19 @@ export const BroadcastEvent: EventType<Broadcast> = defineEvent<Broadcast>({
 });
 
 /** The built-in remote command event. */
-export const RemoteCommandEvent: EventType<RemoteCommand> = defineEvent<RemoteCommand>({
-  name: 'lambdacable.RemoteCommand',
-  topic: BROADCAST_TOPIC,
-  schema: {
-    type: 'record',
-    fields: [
-      { name: 'command', type: 'string' },
-      { name: 'payload', type: 'string', default: '{}' },
-    ],
-  },
-  key: () => COMMANDS_KEY,
-});
+export const RemoteCommandEvent: EventType<RemoteCommand> =
+  /* @__PURE__ */ defineEvent<RemoteCommand>({
+    name: 'lambdacable.RemoteCommand',
+    topic: BROADCAST_TOPIC,
+    schema: {
+      type: 'record',
+      fields: [
+        { name: 'command', type: 'string' },
+        { name: 'payload', type: 'string', default: '{}' },
+      ],
+    },
+    key: () => COMMANDS_KEY,
+  });
 
 /** One item of an HTTP broadcast request. */
 export type BroadcastRequestItem =

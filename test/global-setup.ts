@@ -10,7 +10,6 @@ declare module 'vitest' {
 
 /** Starts DynamoDB Local and fauxqs once per test run, on 127.0.0.1, and always stops them. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const started: { stop(): Promise<void> }[] = [];
   const teardown = async () => {
     await Promise.allSettled(started.map((s) => s.stop()));

@@ -31,6 +31,8 @@ export async function packageService(
   extraEnv: Record<string, string> = {},
 ): Promise<PackagedService> {
   const dir = await mkdtemp(join(tmpdir(), 'lambdacable-package-'));
+  // A fresh build folder: serverless-esbuild zips whatever an earlier build left in it.
+  const buildDir = `.esbuild-package-${process.pid}-${Date.now()}`;
   const env: Record<string, string | undefined> = { ...process.env };
   for (const name of Object.keys(env)) {
     if (name.startsWith('AWS_') || name.startsWith('LAMBDACABLE_')) delete env[name];
@@ -42,7 +44,7 @@ export async function packageService(
       env: {
         ...env,
         SLS_TELEMETRY_DISABLED: '1',
-        LAMBDACABLE_BUILD_DIR: `.esbuild-package-${process.pid}`,
+        LAMBDACABLE_BUILD_DIR: buildDir,
         ...extraEnv,
       },
       maxBuffer: 16 * 1024 * 1024,
@@ -55,6 +57,9 @@ export async function packageService(
     dir,
     artifacts: await readdir(dir),
     template,
-    remove: () => rm(dir, { recursive: true, force: true }),
+    remove: async () => {
+      await rm(dir, { recursive: true, force: true });
+      await rm(buildDir, { recursive: true, force: true });
+    },
   };
 }

@@ -17,6 +17,11 @@ export interface ApiGatewayConnectionApiOptions {
   /** Client settings (region, credentials) for every endpoint's client. */
   readonly clientConfig?: Omit<ApiGatewayManagementApiClientConfig, 'endpoint'>;
   /**
+   * Makes the client of an endpoint (to add middleware, say); `clientConfig` is then unused.
+   * @default a new `ApiGatewayManagementApiClient` with `clientConfig`
+   */
+  readonly createClient?: (endpoint: string) => ApiGatewayManagementApiClient;
+  /**
    * Attempts of a throttled call (`LimitExceededException`, HTTP 429).
    * @default 5
    */
@@ -68,7 +73,9 @@ export class ApiGatewayConnectionApi implements ConnectionApi {
     }
     let client = this.clients.get(url);
     if (!client) {
-      client = new ApiGatewayManagementApiClient({ ...this.options.clientConfig, endpoint: url });
+      client =
+        this.options.createClient?.(url) ??
+        new ApiGatewayManagementApiClient({ ...this.options.clientConfig, endpoint: url });
       this.clients.set(url, client);
     }
     return client;
