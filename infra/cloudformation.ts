@@ -5,10 +5,13 @@
  */
 
 import {
+  BUCKET_INDEX,
   type ConsumerGroupDefinition,
   DLQ_RETENTION_SECONDS,
   consumerGroups as defaultGroups,
+  IDENTITY_INDEX,
   queueNames,
+  STREAM_INDEX,
   type TableName,
   tableName,
   tables,
@@ -43,37 +46,45 @@ export const RELAY_FAILURES_QUEUE = 'RelayFailuresQueue';
 /** The WebSocket API's logical id, as the Serverless Framework names it. */
 const WEBSOCKET_API = 'WebsocketsApi';
 
-/** What each function may do, resource by resource. */
+/**
+ * What each function may do, resource by resource. Actions are IAM actions: a
+ * `TransactWriteItems` is authorised as the `PutItem`/`UpdateItem`/`ConditionCheckItem` of
+ * each of its items, a `SendMessageBatch` as `SendMessage`. Each list is what the
+ * function's code paths call (the e2e run records the calls, and a test checks every one
+ * against these roles and lists grants no call used).
+ */
 export type Permission =
-  | { readonly table: TableName; readonly actions: readonly string[]; readonly indexes?: boolean }
+  | {
+      readonly table: TableName;
+      readonly actions: readonly string[];
+      /** Indexes the function queries (`dynamodb:Query` on `table/<t>/index/<name>`). */
+      readonly queries?: readonly string[];
+    }
   | { readonly stream: 'outbox' }
   | { readonly queues: 'all' | readonly string[]; readonly actions: readonly string[] }
   | { readonly relayFailures: true }
   | { readonly manageConnections: true }
   | { readonly invoke: string };
 
-const READ = ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:BatchGetItem'];
-const WRITE = [
-  'dynamodb:PutItem',
-  'dynamodb:UpdateItem',
-  'dynamodb:DeleteItem',
-  'dynamodb:BatchWriteItem',
-];
-const TX = ['dynamodb:ConditionCheckItem'];
+const GET = 'dynamodb:GetItem';
+const PUT = 'dynamodb:PutItem';
+const UPDATE = 'dynamodb:UpdateItem';
+const DELETE = 'dynamodb:DeleteItem';
+const QUERY = 'dynamodb:Query';
+const BATCH_WRITE = 'dynamodb:BatchWriteItem';
+
+/** The SQS event source mapping's actions, and the consumer's own visibility changes. */
 const CONSUME = [
   'sqs:ReceiveMessage',
   'sqs:DeleteMessage',
-  'sqs:ChangeMessageVisibility',
   'sqs:GetQueueAttributes',
+  'sqs:ChangeMessageVisibility',
 ];
-const connections: Permission = {
-  table: 'connections',
-  actions: [...READ, ...WRITE],
-  indexes: true,
-};
-const sessions: Permission = { table: 'sessions', actions: [...READ, ...WRITE] };
-const history: Permission = { table: 'history', actions: [...READ, ...WRITE] };
-const schemasRead: Permission = { table: 'schemas', actions: READ };
+/** `Gateway.disconnect`: the connection, its session finished, its subscriptions removed. */
+const DISCONNECT: readonly Permission[] = [
+  { table: 'connections', actions: [GET, QUERY, BATCH_WRITE] },
+  { table: 'sessions', actions: [UPDATE] },
+];
 
 /** The permissions of every function in `serverless.yml`, by function name. */
 export const functionPermissions: Readonly<Record<string, readonly Permission[]>> = {
@@ -84,22 +95,51 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   ],
   broadcast: [
     { queues: ['broadcast'], actions: CONSUME },
-    { table: 'acks', actions: [...READ, ...WRITE] },
-    schemasRead,
-    history,
-    connections,
+    { table: 'acks', actions: [GET, UPDATE] },
+    { table: 'schemas', actions: [GET] },
+    // The stream's meta and counter and one message per offset; trims past the limit.
+    { table: 'history', actions: [GET, PUT, UPDATE, DELETE] },
+    {
+      table: 'connections',
+      // Fan-out; remote commands (disconnect an identity, unsubscribe a stream); removing
+      // a connection that answered 410.
+      actions: [GET, QUERY, BATCH_WRITE, DELETE],
+      queries: [STREAM_INDEX, IDENTITY_INDEX],
+    },
     { manageConnections: true },
   ],
-  wsConnect: [connections, sessions, { invoke: 'wsWelcome' }],
-  wsWelcome: [connections, sessions, { manageConnections: true }],
-  wsDisconnect: [connections, sessions],
-  wsDefault: [connections, sessions, history, { manageConnections: true }],
-  httpBroadcast: [
-    { table: 'outbox', actions: ['dynamodb:PutItem', 'dynamodb:BatchWriteItem', ...TX] },
-    { table: 'schemas', actions: [...READ, ...WRITE, 'dynamodb:TransactWriteItems'] },
+  // Stores the connection and, on a restore, its subscriptions and session.
+  wsConnect: [
+    { table: 'connections', actions: [PUT] },
+    { table: 'sessions', actions: [GET, PUT] },
+    { invoke: 'wsWelcome' },
   ],
-  // A connection that answers 410 is disconnected: its session is finished.
-  pinger: [connections, sessions, { manageConnections: true }],
+  // Reads the connection and session, posts welcome, commits the session as welcomed.
+  wsWelcome: [
+    { table: 'connections', actions: [GET, QUERY] },
+    { table: 'sessions', actions: [GET, PUT] },
+    { manageConnections: true },
+  ],
+  wsDisconnect: DISCONNECT,
+  // Subscribe and unsubscribe, history, whispers to a stream's subscribers, session commits.
+  wsDefault: [
+    { table: 'connections', actions: [GET, PUT, DELETE, QUERY], queries: [STREAM_INDEX] },
+    { table: 'sessions', actions: [GET, PUT] },
+    { table: 'history', actions: [GET, QUERY] },
+    { manageConnections: true },
+  ],
+  httpBroadcast: [
+    { table: 'outbox', actions: [BATCH_WRITE] },
+    // Registers the broadcast schemas on first use: a subject version, the hash and the id
+    // in one transaction, the id from a counter.
+    { table: 'schemas', actions: [GET, QUERY, PUT, UPDATE] },
+  ],
+  // Pings every connection (a Query per bucket); one that answers 410 is disconnected.
+  pinger: [
+    ...DISCONNECT,
+    { table: 'connections', actions: [], queries: [BUCKET_INDEX] },
+    { manageConnections: true },
+  ],
 };
 
 /** Options of {@link cloudFormation}. */
@@ -217,7 +257,7 @@ function role(
       },
     },
   ];
-  for (const p of permissions) statements.push(statement(p, options, groups));
+  for (const p of permissions) statements.push(...[statement(p, options, groups)].flat());
   return {
     Type: 'AWS::IAM::Role',
     Properties: {
@@ -245,24 +285,31 @@ function statement(
   p: Permission,
   options: CloudFormationOptions,
   groups: readonly ConsumerGroupDefinition[],
-): Json {
+): Json | Json[] {
   if ('table' in p) {
     const arn = { 'Fn::GetAtt': [tableLogicalId(p.table), 'Arn'] };
-    const resources: Json[] = [arn];
-    if (p.indexes) resources.push({ 'Fn::Join': ['/', [arn, 'index', '*']] });
-    return { Effect: 'Allow', Action: [...p.actions], Resource: resources };
+    const statements: Json[] = p.actions.length
+      ? [{ Effect: 'Allow', Action: [...p.actions], Resource: [arn] }]
+      : [];
+    if (p.queries?.length) {
+      statements.push({
+        Effect: 'Allow',
+        Action: [QUERY],
+        Resource: p.queries.map((index) => ({ 'Fn::Join': ['/', [arn, 'index', index]] })),
+      });
+    }
+    return statements;
   }
   if ('stream' in p) {
-    return {
-      Effect: 'Allow',
-      Action: [
-        'dynamodb:DescribeStream',
-        'dynamodb:GetRecords',
-        'dynamodb:GetShardIterator',
-        'dynamodb:ListStreams',
-      ],
-      Resource: [{ 'Fn::GetAtt': [tableLogicalId('outbox'), 'StreamArn'] }],
-    };
+    return [
+      {
+        Effect: 'Allow',
+        Action: ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'],
+        Resource: [{ 'Fn::GetAtt': [tableLogicalId('outbox'), 'StreamArn'] }],
+      },
+      // ListStreams has no resource type: IAM only grants it on "*".
+      { Effect: 'Allow', Action: ['dynamodb:ListStreams'], Resource: '*' },
+    ];
   }
   if ('queues' in p) {
     const names = p.queues === 'all' ? groups.map((g) => g.name) : p.queues;
