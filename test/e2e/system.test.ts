@@ -1,11 +1,28 @@
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type Cable, createCable } from '@anycable/core';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import type { RecordedCall } from '../../infra/aws-call-log';
 import { commitDemoBroadcast } from '../../infra/demo';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../infra/local-services';
-import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
+import {
+  freeStackPorts,
+  LOCAL_STAGE,
+  type LocalStack,
+  startLocalStack,
+} from '../../infra/local-stack';
 import { connectionBucket, createConnectToken, signStreamName } from '../../lib';
+import {
+  evaluateRoles,
+  functionsOf,
+  type IamRequest,
+  platformRequests,
+  requestsOf,
+} from '../helpers/iam';
+import { packageService } from '../helpers/package';
 
 const secrets = {
   LAMBDACABLE_JWT_SECRET: 'e2e-jwt-secret',
@@ -15,13 +32,20 @@ const secrets = {
   LAMBDACABLE_ALLOW_ANONYMOUS: 'false',
 };
 const PREFIX = 'lambdacable-local';
+/** Every AWS call the functions make in this run, for the IAM sufficiency test at the end. */
+const callLog = join(tmpdir(), `lambdacable-e2e-calls-${process.pid}.jsonl`);
 
 let stack: LocalStack;
 let dynamodb: DynamoDBClient;
 const cables: Cable[] = [];
 
 beforeAll(async () => {
-  stack = await startLocalStack({ ...(await freeStackPorts()), env: secrets, output: 'quiet' });
+  await rm(callLog, { force: true });
+  stack = await startLocalStack({
+    ...(await freeStackPorts()),
+    env: { ...secrets, LAMBDACABLE_AWS_CALL_LOG: callLog },
+    output: 'quiet',
+  });
   dynamodb = new DynamoDBClient({
     endpoint: stack.dynamodbEndpoint,
     region: LOCAL_REGION,
@@ -33,6 +57,7 @@ afterAll(async () => {
   for (const cable of cables) cable.disconnect();
   dynamodb?.destroy();
   await stack?.stop();
+  await rm(callLog, { force: true });
 }, 60_000);
 
 interface Received {
@@ -323,3 +348,37 @@ function framesFor(url: string, ms: number, count = Number.POSITIVE_INFINITY): P
     });
   });
 }
+
+// Last in this file: it reads the calls every test above made.
+describe('IAM roles of the generated template, against every AWS call of this run', () => {
+  it('allows every call each function made with its own role, and grants nothing else', async () => {
+    const calls = (await readFile(callLog, 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as RecordedCall);
+    // The stage is the local one, so physical names match those the calls used.
+    const packaged = await packageService(LOCAL_STAGE);
+    try {
+      const { template } = packaged;
+      const fns = functionsOf(template);
+      const requests: IamRequest[] = [...platformRequests(template)];
+      for (const call of calls) {
+        const fn = fns.find((f) => f.name === call.function);
+        expect(fn, `a call from an unknown function: ${call.function}`).toBeDefined();
+        requests.push(...requestsOf(call, fn!.key));
+      }
+      // Every function ran and called AWS in this run.
+      expect(new Set(calls.map((c) => c.function))).toEqual(new Set(fns.map((f) => f.name)));
+
+      const { denied, unused, evaluated } = await evaluateRoles(template, requests);
+      console.log(
+        `IAM: ${calls.length} calls, ${evaluated} distinct requests; unused grants:\n` +
+          unused.map((g) => `  ${g.function}: ${g.action} on ${g.resource}`).join('\n'),
+      );
+      expect(denied).toEqual([]);
+      expect(unused.map((g) => `${g.function}: ${g.action} on ${g.resource}`)).toEqual([]);
+    } finally {
+      await packaged.remove();
+    }
+  }, 120_000);
+});
