@@ -30,6 +30,8 @@ const secrets = {
   LAMBDACABLE_BROADCAST_KEY: 'e2e-broadcast-key',
   LAMBDACABLE_PUBLIC_STREAMS: 'false',
   LAMBDACABLE_ALLOW_ANONYMOUS: 'false',
+  // Low enough that the fan-out test's 20 broadcasts trim the history.
+  LAMBDACABLE_HISTORY_LIMIT: '10',
 };
 const PREFIX = 'lambdacable-local';
 /** Every AWS call the functions make in this run, for the IAM sufficiency test at the end. */
@@ -349,6 +351,28 @@ function framesFor(url: string, ms: number, count = Number.POSITIVE_INFINITY): P
   });
 }
 
+/**
+ * Grants the tests above do not reach, each for a path that exists in the code: the IAM
+ * test allows these to stay unused and fails on any other unused grant.
+ */
+const NOT_EXERCISED: Readonly<Record<string, string>> = {
+  'broadcast sqs:ChangeMessageVisibility lambdacable-local-broadcast.fifo':
+    'nack back-off and visibility heartbeats (test/integration/consumers.test.ts)',
+  'broadcast dynamodb:DeleteItem table/lambdacable-local-connections':
+    'the remote unsubscribe command removes subscriptions',
+  'wsDefault dynamodb:DeleteItem table/lambdacable-local-connections': 'an unsubscribe frame',
+  'wsDefault dynamodb:Query table/lambdacable-local-connections/index/byStream':
+    'a whisper reaches the other subscribers',
+  'pinger dynamodb:GetItem table/lambdacable-local-connections':
+    'a ping answered 410 disconnects the connection',
+  'pinger dynamodb:Query table/lambdacable-local-connections':
+    'a ping answered 410 disconnects the connection',
+  'pinger dynamodb:BatchWriteItem table/lambdacable-local-connections':
+    'a ping answered 410 disconnects the connection',
+  'pinger dynamodb:UpdateItem table/lambdacable-local-sessions':
+    'a ping answered 410 finishes the session',
+};
+
 // Last in this file: it reads the calls every test above made.
 describe('IAM roles of the generated template, against every AWS call of this run', () => {
   it('allows every call each function made with its own role, and grants nothing else', async () => {
@@ -371,12 +395,15 @@ describe('IAM roles of the generated template, against every AWS call of this ru
       expect(new Set(calls.map((c) => c.function))).toEqual(new Set(fns.map((f) => f.name)));
 
       const { denied, unused, evaluated } = await evaluateRoles(template, requests);
+      const unusedKeys = unused.map(
+        (g) => `${g.function} ${g.action} ${g.resource.split(':').slice(5).join(':')}`,
+      );
       console.log(
         `IAM: ${calls.length} calls, ${evaluated} distinct requests; unused grants:\n` +
-          unused.map((g) => `  ${g.function}: ${g.action} on ${g.resource}`).join('\n'),
+          unusedKeys.map((k) => `  ${k}: ${NOT_EXERCISED[k] ?? 'NOT JUSTIFIED'}`).join('\n'),
       );
       expect(denied).toEqual([]);
-      expect(unused.map((g) => `${g.function}: ${g.action} on ${g.resource}`)).toEqual([]);
+      expect(unusedKeys.filter((k) => !(k in NOT_EXERCISED))).toEqual([]);
     } finally {
       await packaged.remove();
     }
