@@ -67,7 +67,9 @@ export function freePort(): Promise<number> {
 /**
  * Starts DynamoDB Local (in memory, shared DB, telemetry off) in a child JVM bound to 127.0.0.1,
  * and resolves once it answers ListTables. The JVM is killed when this Node process exits and
- * also exits by itself when its stdin (a pipe from this process) closes.
+ * also exits by itself when its stdin (a pipe from this process) closes, even if this process
+ * is killed. It runs in its own process group, so a Ctrl-C in the terminal reaches only this
+ * process, which stops it after the functions that use it.
  */
 export async function startDynamoDBLocal(
   options: DynamoDBLocalOptions = {},
@@ -90,7 +92,11 @@ export async function startDynamoDBLocal(
     String(options.port ?? 0),
   ];
 
-  const child = spawn(java, args, { stdio: ['pipe', 'pipe', 'pipe'], windowsHide: true });
+  const child = spawn(java, args, {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    windowsHide: true,
+    detached: process.platform !== 'win32',
+  });
   trackChild(child);
   const stderr = tailBuffer(STDERR_TAIL_BYTES);
   child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));

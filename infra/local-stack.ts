@@ -55,7 +55,10 @@ export interface LocalStack {
   readonly resources: LocalResources;
   /** The environment the functions run with. */
   readonly env: Readonly<Record<string, string>>;
-  /** Stops every process this stack started. */
+  /**
+   * Stops the pollers and the pinger (waiting a bounded time for their in-flight invocations),
+   * then serverless-offline, then the emulators. Safe to call more than once.
+   */
   stop(): Promise<void>;
 }
 
@@ -68,10 +71,24 @@ const root = join(here, '..');
  * serverless-offline-dynamodb-streams) and an SQS poller for the SQS-triggered functions.
  */
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  // The pollers and the pinger stop first: their in-flight invocations need serverless-offline.
+  // Then the processes, newest first: serverless-offline, then the emulators it talks to.
+  const drains: (() => Promise<void>)[] = [];
   const stops: (() => Promise<void>)[] = [];
-  const stop = async () => {
-    for (const s of stops.reverse()) await s().catch(() => {});
-    stops.length = 0;
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      await within(Promise.allSettled(drains.map((drain) => drain())), DRAIN_TIMEOUT_MS);
+      for (const s of stops.reverse()) await s().catch(() => {});
+    })();
+    return stopping;
+  };
+  // Once stopping, in-flight work fails because serverless-offline goes away: expected, not news.
+  const logger: Pick<Console, 'error' | 'info'> = {
+    info: (...args: unknown[]) => console.info(...args),
+    error: (...args: unknown[]) => {
+      if (!stopping) console.error(...args);
+    },
   };
   try {
     const port = (value: number | undefined, name: string, fallback: number) =>
@@ -108,8 +125,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       // instead, so the plugin retries the whole batch (deduplicated by event id).
       LAMBDACABLE_STREAM_RETRY: 'batch',
       LAMBDACABLE_SCHEDULE_PINGER: 'false',
-      // Node 20 is this project's runtime; the SDK's notice about Node 22 is known.
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      // Its own build folder (a deploy never ships a local build) with source maps.
+      LAMBDACABLE_BUILD_DIR: process.env.LAMBDACABLE_BUILD_DIR || '.esbuild-local',
+      LAMBDACABLE_SOURCEMAPS: 'true',
       ...options.env,
     };
     for (const table of Object.keys(resources.tables) as TableName[]) {
@@ -134,27 +152,33 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         queueUrl: queue.url,
         queueArn: queue.arn,
         functionName: `${PREFIX}-${group.name}`,
+        logger,
       });
       poller.start();
-      stops.push(() => poller.stop());
+      drains.push(() => poller.stop());
     }
     if (options.pinger ?? true) {
-      let pinging = true;
+      // A run pings for a minute: stopping cancels it rather than waiting for it.
+      const pinging = new AbortController();
       const loop = (async () => {
-        while (pinging) {
+        while (!pinging.signal.aborted) {
           // One run pings for a minute, then the next run takes over (as the schedule does).
           await lambda
             .send(
               new InvokeCommand({ FunctionName: `${PREFIX}-pinger`, Payload: new Uint8Array() }),
+              { abortSignal: pinging.signal },
             )
-            .catch((error: unknown) => {
-              if (pinging) console.error('pinger failed', error);
+            .catch(async (error: unknown) => {
+              if (pinging.signal.aborted) return;
+              logger.error('pinger failed', error);
+              // A pinger that fails at once must not turn this loop into a busy one.
+              await new Promise((r) => setTimeout(r, PINGER_RETRY_MS));
             });
         }
       })();
-      stops.push(async () => {
-        pinging = false;
-        await Promise.race([loop, new Promise((r) => setTimeout(r, 100))]);
+      drains.push(async () => {
+        pinging.abort();
+        await loop;
       });
     }
 
@@ -172,6 +196,29 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     throw error;
   }
 }
+
+/** How long stopping waits for in-flight invocations of the pollers before it goes on. */
+const DRAIN_TIMEOUT_MS = 5_000;
+/** How long serverless-offline has to halt after SIGTERM before it gets SIGKILL. */
+const HALT_TIMEOUT_MS = 5_000;
+const PINGER_RETRY_MS = 1_000;
+
+/**
+ * Preloaded into serverless-offline. It runs in its own process group, so that a Ctrl-C in
+ * the terminal reaches only `npm start`, which stops it in order; but then nothing stops it
+ * when this process is killed outright (SIGKILL). The end of its stdin, a pipe from this
+ * process, says so: it then stops its group (itself and its esbuild services) with SIGTERM.
+ */
+const HALT_WITH_PARENT = `data:text/javascript,${encodeURIComponent(
+  [
+    "import { isMainThread } from 'node:worker_threads';",
+    'if (isMainThread) process.stdin',
+    "  .on('close', () => process.kill(-process.pid, 'SIGTERM'))",
+    "  .on('error', () => {})",
+    '  .resume()',
+    '  .unref();',
+  ].join('\n'),
+)}`;
 
 /** Picks free ports for every service, for tests that must not clash with `npm start`. */
 export async function freeStackPorts(): Promise<
@@ -194,9 +241,11 @@ async function startOffline(
   httpPort: number,
   wsPort: number,
 ): Promise<ChildProcess> {
+  const detached = process.platform !== 'win32';
   const child = spawn(
     process.execPath,
     [
+      ...(detached ? ['--import', HALT_WITH_PARENT] : []),
       join(root, 'node_modules', 'serverless', 'bin', 'serverless.js'),
       'offline',
       'start',
@@ -206,8 +255,8 @@ async function startOffline(
     {
       cwd: root,
       env: { ...process.env, ...env, SLS_TELEMETRY_DISABLED: '1', SLS_NOTIFICATIONS_MODE: 'off' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: process.platform !== 'win32',
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached,
     },
   );
   const quiet = options.output === 'quiet';
@@ -215,17 +264,22 @@ async function startOffline(
   const onData = (chunk: Buffer) => {
     const text = chunk.toString();
     output = (output + text).slice(-16_000);
-    if (!quiet) process.stdout.write(text);
+    // Once told to halt, it only reports the invocations it abandons: expected, not news.
+    if (!quiet && !halting.has(child)) process.stdout.write(text);
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
-  process.once('exit', () => killTree(child));
+  // This process exits without stopping the stack only when forced: then no grace period.
+  const killOnExit = () => killTree(child, 'SIGKILL');
+  process.once('exit', killOnExit);
+  child.once('exit', () => process.off('exit', killOnExit));
 
   const timeoutMs = options.startupTimeoutMs ?? 120_000;
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) {
-      throw new Error(`serverless offline exited (${child.exitCode}):\n${output}`);
+    if (hasExited(child)) {
+      const status = child.signalCode ?? child.exitCode;
+      throw new Error(`serverless offline exited (${status}):\n${output}`);
     }
     if (
       output.includes(`listening on ws://${LOCAL_HOST}:${wsPort}`) &&
@@ -249,7 +303,7 @@ async function reachable(port: number): Promise<boolean> {
 }
 
 function killTree(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): void {
-  if (child.exitCode !== null || child.pid === undefined) return;
+  if (hasExited(child) || child.pid === undefined) return;
   try {
     if (process.platform !== 'win32') process.kill(-child.pid, signal);
     else child.kill(signal);
@@ -258,11 +312,29 @@ function killTree(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): void
   }
 }
 
+/** serverless-offline processes told to halt. */
+const halting = new WeakSet<ChildProcess>();
+
 async function stopProcess(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
+  if (hasExited(child)) return;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  halting.add(child);
   killTree(child, 'SIGTERM');
-  const timer = setTimeout(() => killTree(child, 'SIGKILL'), 5_000);
+  const timer = setTimeout(() => {
+    console.error(`serverless offline did not halt within ${HALT_TIMEOUT_MS} ms; killing it`);
+    killTree(child, 'SIGKILL');
+  }, HALT_TIMEOUT_MS);
   await exited;
+  clearTimeout(timer);
+}
+
+function hasExited(child: ChildProcess): boolean {
+  return child.exitCode !== null || child.signalCode !== null;
+}
+
+/** Resolves when `promise` settles or `ms` have passed, whichever is first. */
+async function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise((r) => (timer = setTimeout(r, ms)))]);
   clearTimeout(timer);
 }
