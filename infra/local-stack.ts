@@ -42,6 +42,11 @@ export interface LocalStackOptions {
   readonly output?: 'inherit' | 'quiet';
   /** Runs the pinger function every minute. @default true */
   readonly pinger?: boolean;
+  /**
+   * Rebuilds and reloads the functions when a source file changes (off in tests, so an
+   * edit during a run cannot restart a function under test). @default true
+   */
+  readonly watch?: boolean;
   /** How long to wait for serverless-offline. @default 120 000 ms */
   readonly startupTimeoutMs?: number;
 }
@@ -128,6 +133,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       // Its own build folder (a deploy never ships a local build) with source maps.
       LAMBDACABLE_BUILD_DIR: process.env.LAMBDACABLE_BUILD_DIR || '.esbuild-local',
       LAMBDACABLE_SOURCEMAPS: 'true',
+      ...(options.watch === false ? { LAMBDACABLE_WATCH: 'off' } : {}),
       ...options.env,
     };
     for (const table of Object.keys(resources.tables) as TableName[]) {

@@ -55,6 +55,7 @@ async function startNpm(): Promise<Run> {
       ...process.env,
       ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
       LAMBDACABLE_BUILD_DIR: BUILD_DIR,
+      LAMBDACABLE_WATCH: 'off',
       START_TEST_MARKER: marker,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -47,6 +47,7 @@ beforeAll(async () => {
     ...(await freeStackPorts()),
     env: { ...secrets, LAMBDACABLE_AWS_CALL_LOG: callLog },
     output: 'quiet',
+    watch: false,
   });
   dynamodb = new DynamoDBClient({
     endpoint: stack.dynamodbEndpoint,
