@@ -1,7 +1,7 @@
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Cable, createCable } from '@anycable/core';
+import type { Cable } from '@anycable/core';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -15,6 +15,7 @@ import {
   startLocalStack,
 } from '../../infra/local-stack';
 import { connectionBucket, createConnectToken, signStreamName } from '../../lib';
+import { anycableClients, collect, type Received, until } from '../helpers/cable';
 import {
   evaluateRoles,
   functionsOf,
@@ -39,7 +40,6 @@ const callLog = join(tmpdir(), `lambdacable-e2e-calls-${process.pid}.jsonl`);
 
 let stack: LocalStack;
 let dynamodb: DynamoDBClient;
-const cables: Cable[] = [];
 
 beforeAll(async () => {
   await rm(callLog, { force: true });
@@ -49,6 +49,7 @@ beforeAll(async () => {
     output: 'quiet',
     watch: false,
   });
+  clients = anycableClients(stack.wsUrl);
   dynamodb = new DynamoDBClient({
     endpoint: stack.dynamodbEndpoint,
     region: LOCAL_REGION,
@@ -57,48 +58,15 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
-  for (const cable of cables) cable.disconnect();
+  clients?.disconnectAll();
   dynamodb?.destroy();
   await stack?.stop();
   await rm(callLog, { force: true });
 }, 60_000);
 
-interface Received {
-  readonly messages: unknown[];
-}
-
-function cable(token: string | undefined, options: Record<string, unknown> = {}): Cable {
-  const c = createCable(stack.wsUrl, {
-    websocketImplementation: WebSocket,
-    protocol: 'actioncable-v1-ext-json',
-    logLevel: 'error',
-    // The stale-connection monitor is exercised by the keepalive test; elsewhere a slow CI
-    // machine must not turn a late ping into a reconnect the test did not ask for.
-    monitor: false,
-    ...(token ? { auth: { token } } : {}),
-    ...options,
-  });
-  cables.push(c);
-  return c;
-}
-
-function collect(channel: ReturnType<Cable['streamFromSigned']>): Received {
-  const received: Received = { messages: [] };
-  channel.on('message', (msg: unknown) => {
-    received.messages.push(msg);
-  });
-  return received;
-}
-
-async function until<T>(probe: () => T | undefined, timeoutMs = 20_000, what = 'condition') {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+let clients: ReturnType<typeof anycableClients>;
+const cable = (token: string | undefined, options: Record<string, unknown> = {}): Cable =>
+  clients.cable(token, options);
 
 const token = (sub: string) =>
   createConnectToken({ sub, ttlSeconds: 600 }, secrets.LAMBDACABLE_JWT_SECRET);
@@ -259,9 +227,9 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     const n = 200;
     // Clients join in waves, as real ones do; 200 simultaneous handshakes would measure
     // serverless-offline's worker pool, not the system.
-    const clients: Received[] = [];
+    const receivers: Received[] = [];
     for (let wave = 0; wave < n; wave += 20) {
-      clients.push(
+      receivers.push(
         ...(await Promise.all(
           Array.from({ length: Math.min(20, n - wave) }, async (_, i) => {
             const c = cable(await token(`user-${wave + i}`));
@@ -274,7 +242,7 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
         )),
       );
     }
-    expect(clients).toHaveLength(n);
+    expect(receivers).toHaveLength(n);
     // A connection API Gateway no longer knows (closed without $disconnect).
     const ghost = 'ghost-connection';
     const table = stack.resources.tables.connections;
@@ -306,12 +274,12 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     );
     for (let i = 0; i < 20; i++) await publish(stream, JSON.stringify({ i }));
     await until(
-      () => clients.every((c) => c.messages.length >= 20),
+      () => receivers.every((c) => c.messages.length >= 20),
       90_000,
       'every client to get 20 broadcasts',
     );
     const expected = Array.from({ length: 20 }, (_, i) => ({ i }));
-    for (const c of clients) expect(c.messages).toEqual(expected);
+    for (const c of receivers) expect(c.messages).toEqual(expected);
     const { GetItemCommand } = await import('@aws-sdk/client-dynamodb');
     const left = await dynamodb.send(
       new GetItemCommand({ TableName: table, Key: { pk: { S: `c#${ghost}` }, sk: { S: 'c' } } }),
