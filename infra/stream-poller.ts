@@ -25,28 +25,58 @@ export interface StreamPollerOptions {
   readonly idleMs?: number;
   /** Where a new shard starts. @default 'TRIM_HORIZON' */
   readonly start?: 'TRIM_HORIZON' | 'LATEST';
+  /**
+   * Retries of a failed batch before it is given up (Lambda's `MaximumRetryAttempts`);
+   * a batch is retried from its first failed record, in order, until it succeeds.
+   * @default Infinity (Lambda's default, -1: until the records expire)
+   */
+  readonly maxRetryAttempts?: number;
+  /**
+   * Pause before a failed batch is retried, in ms (the shard waits; others go on).
+   * @default 500
+   */
+  readonly retryDelayMs?: number;
+  /**
+   * Called with the records given up after `maxRetryAttempts` (Lambda's on-failure
+   * destination); the shard then goes on after them.
+   * @default logs them
+   */
+  readonly onFailure?: (records: DynamoDBRecord[], reason: unknown) => Promise<void> | void;
   /** Logs handler failures. @default console */
   readonly logger?: Pick<Console, 'error' | 'info'>;
 }
 
 interface ShardState {
+  readonly parent: string | undefined;
   iterator: string | undefined;
-  /** The last sequence number handled, to resume after a failure. */
+  /** The checkpoint: the last sequence number handled (or given up). */
   last: string | undefined;
+  /** Where to read again after a failure: the first record not handled yet. */
+  retryAt: string | undefined;
+  /** Consecutive failures of the batch that starts at `retryAt`. */
+  attempts: number;
+  /** No poll before this time (ms) after a failure. */
+  notBefore: number;
   closed: boolean;
 }
 
 /**
  * Drives a handler from a DynamoDB Stream the way Lambda's event source mapping does,
- * for local runs and tests: in order per shard, and on `batchItemFailures` it retries
- * from the named record.
+ * for local runs and tests: records in order per shard (a child shard after its parent),
+ * the checkpoint moves only after the handler returned; a thrown handler (or a rejected
+ * GetRecords) retries the same batch, and `batchItemFailures` retries from the first
+ * named record (the checkpoint becomes the record before it). A failure is logged and
+ * does not stop the other shards.
  */
 export class StreamPoller {
   private readonly shards = new Map<string, ShardState>();
   private running = false;
   private loop: Promise<void> | undefined;
+  private readonly logger: Pick<Console, 'error' | 'info'>;
 
-  constructor(private readonly options: StreamPollerOptions) {}
+  constructor(private readonly options: StreamPollerOptions) {
+    this.logger = options.logger ?? console;
+  }
 
   /** Polls in the background until {@link stop}. */
   start(): void {
@@ -58,8 +88,7 @@ export class StreamPoller {
         try {
           handled = await this.pollOnce();
         } catch (error) {
-          this.options.logger?.error('stream poll failed', error) ??
-            console.error('stream poll failed', error);
+          this.logger.error('stream poll failed', error);
         }
         if (handled === 0) await new Promise((r) => setTimeout(r, this.options.idleMs ?? 200));
       }
@@ -72,36 +101,96 @@ export class StreamPoller {
     await this.loop;
   }
 
-  /** One GetRecords per open shard, handed to the handler; returns how many records were read. */
+  /**
+   * One GetRecords per open shard that is not waiting out a retry delay, handed to the
+   * handler; returns how many records were handed over (failed ones included). Handler
+   * failures are logged and retried by a later poll, never thrown.
+   */
   async pollOnce(): Promise<number> {
     await this.discoverShards();
     let total = 0;
     for (const [shardId, state] of this.shards) {
-      if (state.closed) continue;
-      if (!state.iterator) state.iterator = await this.iterator(shardId, state.last);
-      const out = await this.options.streams.send(
-        new GetRecordsCommand({
-          ShardIterator: state.iterator,
-          Limit: this.options.batchSize ?? 100,
-        }),
-      );
-      const records = out.Records ?? [];
-      state.iterator = out.NextShardIterator;
-      if (!out.NextShardIterator) state.closed = true;
-      if (records.length === 0) continue;
-      total += records.length;
-      const response = await this.options.handler(records.map(toLambdaRecord));
-      const failed = response?.batchItemFailures?.[0]?.itemIdentifier;
-      if (failed) {
-        // Lambda retries the batch from the first failed record.
-        const index = records.findIndex((r) => r.dynamodb?.SequenceNumber === failed);
-        const before = index > 0 ? records[index - 1]?.dynamodb?.SequenceNumber : undefined;
-        state.last = before ?? state.last;
-        state.iterator = await this.iterator(shardId, state.last, failed);
-        state.closed = false;
-      } else {
-        state.last = records[records.length - 1]?.dynamodb?.SequenceNumber ?? state.last;
+      if (state.closed || Date.now() < state.notBefore) continue;
+      const parent = state.parent ? this.shards.get(state.parent) : undefined;
+      if (parent && !parent.closed) continue; // a child shard waits for its parent
+      let records: StreamRecord[];
+      let next: string | undefined;
+      try {
+        if (!state.iterator) state.iterator = await this.iterator(shardId, state);
+        const out = await this.options.streams.send(
+          new GetRecordsCommand({
+            ShardIterator: state.iterator,
+            Limit: this.options.batchSize ?? 100,
+          }),
+        );
+        records = out.Records ?? [];
+        next = out.NextShardIterator;
+      } catch (error) {
+        // An expired or broken iterator: read again from the checkpoint.
+        this.logger.error(
+          `GetRecords on ${shardId} failed; reading again from the checkpoint`,
+          error,
+        );
+        state.iterator = undefined;
+        state.notBefore = Date.now() + (this.options.retryDelayMs ?? 500);
+        continue;
       }
+      if (records.length === 0) {
+        state.iterator = next;
+        if (!next) state.closed = true;
+        continue;
+      }
+      total += records.length;
+      let failedAt: number | undefined;
+      let reason: unknown;
+      try {
+        const response = await this.options.handler(records.map(toLambdaRecord));
+        const failures = response?.batchItemFailures ?? [];
+        if (failures.length > 0) {
+          // Lambda resumes from the lowest failed sequence number; one it cannot find
+          // fails the whole batch.
+          const indexes = failures.map((f) =>
+            records.findIndex((r) => r.dynamodb?.SequenceNumber === f.itemIdentifier),
+          );
+          failedAt = indexes.includes(-1) ? 0 : Math.min(...indexes);
+          reason = new Error(
+            `batchItemFailures: ${failures.map((f) => f.itemIdentifier).join(', ')}`,
+          );
+        }
+      } catch (error) {
+        failedAt = 0;
+        reason = error;
+      }
+      if (failedAt === undefined) {
+        state.last = records[records.length - 1]?.dynamodb?.SequenceNumber ?? state.last;
+        state.retryAt = undefined;
+        state.attempts = 0;
+        state.iterator = next;
+        if (!next) state.closed = true;
+        continue;
+      }
+      if (failedAt > 0) state.last = records[failedAt - 1]?.dynamodb?.SequenceNumber ?? state.last;
+      const at = records[failedAt]?.dynamodb?.SequenceNumber;
+      state.attempts = at === state.retryAt ? state.attempts + 1 : 1;
+      state.retryAt = at;
+      const max = this.options.maxRetryAttempts ?? Number.POSITIVE_INFINITY;
+      if (state.attempts > max) {
+        const given = records.slice(failedAt).map(toLambdaRecord);
+        this.logger.error(
+          `${shardId}: giving up ${given.length} records after ${max} retries from ${at}`,
+          reason,
+        );
+        await this.options.onFailure?.(given, reason);
+        state.last = records[records.length - 1]?.dynamodb?.SequenceNumber ?? state.last;
+        state.retryAt = undefined;
+        state.attempts = 0;
+        state.iterator = next;
+        if (!next) state.closed = true;
+        continue;
+      }
+      this.logger.error(`${shardId}: batch failed at ${at}; retrying from it`, reason);
+      state.iterator = undefined; // read again AT the first record not handled
+      state.notBefore = Date.now() + (this.options.retryDelayMs ?? 500);
     }
     return total;
   }
@@ -112,19 +201,23 @@ export class StreamPoller {
     );
     for (const shard of out.StreamDescription?.Shards ?? []) {
       if (!shard.ShardId || this.shards.has(shard.ShardId)) continue;
-      this.shards.set(shard.ShardId, { iterator: undefined, last: undefined, closed: false });
+      this.shards.set(shard.ShardId, {
+        parent: shard.ParentShardId,
+        iterator: undefined,
+        last: undefined,
+        retryAt: undefined,
+        attempts: 0,
+        notBefore: 0,
+        closed: false,
+      });
     }
   }
 
-  private async iterator(
-    shardId: string,
-    after?: string,
-    at?: string,
-  ): Promise<string | undefined> {
-    const input = at
-      ? { ShardIteratorType: 'AT_SEQUENCE_NUMBER' as const, SequenceNumber: at }
-      : after
-        ? { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, SequenceNumber: after }
+  private async iterator(shardId: string, state: ShardState): Promise<string | undefined> {
+    const input = state.retryAt
+      ? { ShardIteratorType: 'AT_SEQUENCE_NUMBER' as const, SequenceNumber: state.retryAt }
+      : state.last
+        ? { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, SequenceNumber: state.last }
         : { ShardIteratorType: this.options.start ?? 'TRIM_HORIZON' };
     const out = await this.options.streams.send(
       new GetShardIteratorCommand({

@@ -106,6 +106,22 @@ export class MemoryQueue {
     this.wake();
   }
 
+  /**
+   * Moves every dead letter back to the end of its group, as a DLQ redrive
+   * (`StartMessageMoveTask`) does: same id, key and offset, deliveries counted afresh.
+   * Returns how many moved.
+   */
+  redrive(): number {
+    const moved = this.deadLetters.splice(0, this.deadLetters.length);
+    for (const { message } of moved) {
+      const group = this.groups.get(message.key) ?? [];
+      group.push({ ...message, receiveCount: 0, visibleAt: 0, inFlight: false });
+      this.groups.set(message.key, group);
+    }
+    if (moved.length > 0) this.wake();
+    return moved.length;
+  }
+
   /** Messages waiting or in flight. */
   size(): number {
     let n = 0;

@@ -93,6 +93,16 @@ export class AckManager {
     return this.backlog;
   }
 
+  /** The ids read and not yet acked, in increasing order (the holes above the ack level). */
+  getOutstandingIds(): bigint[] {
+    const out: bigint[] = [];
+    for (let i = this.head; i < this.ids.length; i++) {
+      const id = this.ids[i]!;
+      if (this.outstanding.get(id) === false) out.push(id);
+    }
+    return out;
+  }
+
   private compact(): void {
     // Drop the consumed prefix once it dominates, keeping pushes and shifts amortised O(1).
     if (this.head > 1024 && this.head * 2 > this.ids.length) {

@@ -1,22 +1,110 @@
-/** Persisted ack levels per (consumer group, partition). */
+/**
+ * The persisted progress of one (consumer group, partition): an ack level plus the open
+ * holes below it. An offset is done exactly when it is `<= ackLevel` and not a hole.
+ *
+ * A hole is an offset that was received and not completed (its handler failed, it was
+ * skipped behind a failure of its group, or an earlier delivery crashed) while the level
+ * moved past it. Its message can only come back as a redrive from the DLQ (or a retry):
+ * it is handled then, and only a success closes the hole.
+ */
+export interface AckState {
+  /** Every offset at or below it is acked, except the holes. */
+  readonly ackLevel: bigint;
+  /** Open holes (offsets `<= ackLevel`, or about to be covered) → when they were opened, in ms. */
+  readonly holes: ReadonlyMap<bigint, number>;
+  /** Bumped by every write: the optimistic-concurrency token of the stored item. */
+  readonly version: number;
+}
+
+/** What one batch learned about one partition, merged into the stored {@link AckState}. */
+export interface AckUpdate {
+  /** The highest offset the batch received (completed or opened); the level rises to it. */
+  readonly level?: bigint;
+  /** Offsets received and not completed: they become (or stay) holes. */
+  readonly open?: readonly bigint[];
+  /** Holes the batch completed. */
+  readonly close?: readonly bigint[];
+  /** Now, in ms: stamps new holes and expires old ones. */
+  readonly now: number;
+  /**
+   * Holes older than this are dropped: their message cannot be in a DLQ any more.
+   * @default 14 days (the longest SQS retention)
+   */
+  readonly holeRetentionMs?: number;
+}
+
+/** SQS keeps a message at most 14 days; a hole older than that can never be redriven. */
+export const DEFAULT_HOLE_RETENTION_MS = 14 * 24 * 3600 * 1000;
+
+/** Whether `offset` is done under `state`: at or below the level and not an open hole. */
+export function isAcked(state: AckState | undefined, offset: bigint): boolean {
+  return state !== undefined && offset <= state.ackLevel && !state.holes.has(offset);
+}
+
+/**
+ * Merges `update` into `state` (the state stored when the write is attempted): the level
+ * only rises; opened offsets become holes (kept with their first time), closed holes are
+ * removed, expired holes dropped. A failure report is never dropped, even when a
+ * concurrent writer's level already covers it: a hole too many costs at most one more
+ * handler call if its message comes again, a hole lost would ack a redrive unhandled.
+ * Pure, so every store merges the same way.
+ */
+export function applyAckUpdate(state: AckState | undefined, update: AckUpdate): AckState {
+  const before = state?.ackLevel ?? -1n;
+  const holes = new Map(state?.holes ?? []);
+  for (const offset of update.open ?? []) {
+    if (!holes.has(offset)) holes.set(offset, update.now);
+  }
+  for (const offset of update.close ?? []) holes.delete(offset);
+  const oldest = update.now - (update.holeRetentionMs ?? DEFAULT_HOLE_RETENTION_MS);
+  for (const [offset, at] of holes) if (at < oldest) holes.delete(offset);
+  const level = update.level !== undefined && update.level > before ? update.level : before;
+  return { ackLevel: level, holes, version: (state?.version ?? 0) + 1 };
+}
+
+/** Persisted ack state per (consumer group, partition). */
 export interface AckStore {
   /** The stored ack level, or `undefined` if none was saved. */
   load(group: string, partition: string): Promise<bigint | undefined>;
   /** Raises the stored level to `level`; a lower or equal level changes nothing. */
   save(group: string, partition: string, level: bigint): Promise<void>;
+  /** The stored level and open holes, or `undefined` if nothing was saved. */
+  loadState(group: string, partition: string): Promise<AckState | undefined>;
+  /**
+   * Merges `update` into the stored state atomically ({@link applyAckUpdate} on what is
+   * stored at write time, retried on a concurrent write) and returns the result.
+   * `basis` is what the caller read with {@link loadState}: a store may write against it
+   * without reading again (and re-reads when it turns out stale).
+   */
+  commit(
+    group: string,
+    partition: string,
+    update: AckUpdate,
+    basis?: { readonly state: AckState | undefined },
+  ): Promise<AckState>;
 }
 
 /** An in-memory {@link AckStore}. */
 export class MemoryAckStore implements AckStore {
-  private readonly levels = new Map<string, bigint>();
+  private readonly states = new Map<string, AckState>();
 
   async load(group: string, partition: string): Promise<bigint | undefined> {
-    return this.levels.get(`${group}#${partition}`);
+    return this.states.get(`${group}#${partition}`)?.ackLevel;
   }
 
   async save(group: string, partition: string, level: bigint): Promise<void> {
+    await this.commit(group, partition, { level, now: Date.now() });
+  }
+
+  async loadState(group: string, partition: string): Promise<AckState | undefined> {
+    const state = this.states.get(`${group}#${partition}`);
+    return state && { ...state, holes: new Map(state.holes) };
+  }
+
+  async commit(group: string, partition: string, update: AckUpdate): Promise<AckState> {
     const key = `${group}#${partition}`;
-    const current = this.levels.get(key);
-    if (current === undefined || level > current) this.levels.set(key, level);
+    const next = applyAckUpdate(this.states.get(key), update);
+    this.states.set(key, next);
+    return { ...next, holes: new Map(next.holes) };
   }
 }

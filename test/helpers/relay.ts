@@ -5,14 +5,19 @@ import {
   type SQSClient,
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
+import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
 import { inject } from 'vitest';
-import { StreamPoller } from '../../infra/stream-poller';
+import { StreamPoller, type StreamPollerOptions } from '../../infra/stream-poller';
 import { OutboxRelay, type OutboxRelayOptions } from '../../lib';
 
-/** A poller that relays the outbox stream with `relay`, driven by hand with `drain()`. */
+/**
+ * A poller that relays the outbox stream with `relay`, driven by hand with `drain()`.
+ * A failed batch is retried by the next poll (no retry delay) and logged nowhere.
+ */
 export function outboxPoller(
   streamArn: string,
-  relay: OutboxRelay,
+  relay: { relay(records: DynamoDBRecord[]): Promise<DynamoDBBatchResponse> },
+  options: Partial<Omit<StreamPollerOptions, 'streams' | 'streamArn' | 'handler'>> = {},
 ): {
   drain(): Promise<void>;
   poller: StreamPoller;
@@ -26,6 +31,9 @@ export function outboxPoller(
     streams,
     streamArn,
     handler: (records) => relay.relay(records),
+    retryDelayMs: 0,
+    logger: { error: () => {}, info: () => {} },
+    ...options,
   });
   return {
     poller,

@@ -247,6 +247,98 @@ describe('outbox relay under partial SendMessageBatch failure', () => {
   });
 });
 
+describe('StreamPoller (the stream event source mapping)', () => {
+  async function commit(env: Env, n: number, keys: readonly string[]) {
+    for (let i = 0; i < n; i++) {
+      const tx: TransactWriteItem[] = [];
+      await env.sender.sendInTx(tx, withKey(orderPlaced(`o-${i}`, i), keys[i % keys.length]!));
+      await env.dynamodb.send(new TransactWriteItemsCommand({ TransactItems: tx }));
+    }
+  }
+
+  async function amounts(env: Env, queueUrl: string) {
+    return Promise.all(
+      (await receiveAll(env.sqs, queueUrl)).map(async (m) => {
+        const e = decodeEnvelope(m.Body!);
+        return { key: e.key, amount: (await env.codec.decode(e.payload, OrderPlaced)).amount };
+      }),
+    );
+  }
+
+  it('retries the same batch after a handler that throws mid-batch: nothing lost, order kept', async () => {
+    const env = await setup('poller-throw');
+    const keys = ['a', 'b'];
+    await commit(env, 10, keys);
+    const relay = relayFor(env.sqs, { orders: [env.queues.audit!.url] });
+    const batches: DynamoDBRecord[][] = [];
+    const { drain } = outboxPoller(env.outboxStreamArn!, {
+      relay: async (records: DynamoDBRecord[]) => {
+        batches.push(records);
+        if (batches.length === 1) {
+          await relay.relay(records.slice(0, 3)); // sent part, then the relay crashes
+          throw new Error('relay crashed');
+        }
+        return relay.relay(records);
+      },
+    });
+    await drain();
+    const seq = (b: DynamoDBRecord[]) => b.map((r) => r.dynamodb?.SequenceNumber);
+    expect(batches.length).toBeGreaterThanOrEqual(2);
+    expect(seq(batches[1]!).slice(0, batches[0]!.length)).toEqual(seq(batches[0]!));
+    const got = await amounts(env, env.queues.audit!.url);
+    expect(got.map((g) => g.amount).sort((x, y) => x - y)).toEqual([...Array(10).keys()]);
+    for (const key of keys) {
+      expect(got.filter((g) => g.key === key).map((g) => g.amount)).toEqual(
+        [...Array(10).keys()].filter((i) => keys[i % 2] === key),
+      );
+    }
+  });
+
+  it('retries from the first record named in batchItemFailures, after a checkpoint at the one before', async () => {
+    const env = await setup('poller-partial');
+    await commit(env, 6, ['k']);
+    const relay = relayFor(env.sqs, { orders: [env.queues.audit!.url] });
+    const firsts: (string | undefined)[] = [];
+    let failed: string | undefined;
+    const { drain } = outboxPoller(env.outboxStreamArn!, {
+      relay: async (records: DynamoDBRecord[]) => {
+        firsts.push(records[0]?.dynamodb?.SequenceNumber);
+        if (failed === undefined) {
+          failed = records[2]!.dynamodb!.SequenceNumber!;
+          await relay.relay(records.slice(0, 2));
+          return { batchItemFailures: [{ itemIdentifier: failed }] };
+        }
+        return relay.relay(records);
+      },
+    });
+    await drain();
+    expect(firsts[1]).toBe(failed);
+    expect((await amounts(env, env.queues.audit!.url)).map((g) => g.amount)).toEqual([
+      0, 1, 2, 3, 4, 5,
+    ]);
+  });
+
+  it('gives a batch up after maxRetryAttempts to onFailure and goes on after it', async () => {
+    const env = await setup('poller-give-up');
+    await commit(env, 3, ['k']);
+    const given: DynamoDBRecord[][] = [];
+    let calls = 0;
+    const { drain } = outboxPoller(
+      env.outboxStreamArn!,
+      {
+        relay: async () => {
+          calls++;
+          throw new Error('always');
+        },
+      },
+      { maxRetryAttempts: 2, onFailure: (records) => void given.push(records) },
+    );
+    await drain();
+    expect(calls).toBe(3); // the first attempt and two retries
+    expect(given.map((b) => b.length)).toEqual([3]);
+  });
+});
+
 describe('relay input it cannot deliver', () => {
   it('skips a malformed outbox row and an oversize message, and reports them', async () => {
     const env = await setup('skip');

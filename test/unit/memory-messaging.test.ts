@@ -70,6 +70,33 @@ describe('MemoryQueue', () => {
     ]);
     expect(queue.receive().map((m) => text(m.value))).toEqual(['a1']);
   });
+  it('redrives dead letters to the end of their group with their offsets and fresh receive counts', () => {
+    const { queue, clock } = queueWith('a', 'a');
+    for (let i = 0; i < 3; i++) {
+      queue.nack(queue.receive()[0]!, 'no');
+      clock.advance(10_000);
+    }
+    queue.enqueue({
+      id: 'id-9',
+      key: 'a',
+      value: bytes('a9'),
+      headers: {},
+      type: undefined,
+      offset: 9n,
+    });
+    expect(queue.redrive()).toBe(1);
+    expect(queue.deadLetters).toEqual([]);
+    const order: [string, bigint, number][] = [];
+    for (let m = queue.receive()[0]; m; m = queue.receive()[0]) {
+      order.push([text(m.value), m.offset, m.receiveCount]);
+      queue.ack(m);
+    }
+    expect(order).toEqual([
+      ['a1', 2n, 1],
+      ['a9', 9n, 1],
+      ['a0', 1n, 1],
+    ]);
+  });
 });
 
 describe('MemoryClient', () => {

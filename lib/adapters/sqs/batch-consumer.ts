@@ -3,9 +3,15 @@ import { ChangeMessageVisibilityBatchCommand, type SQSClient } from '@aws-sdk/cl
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { LambdacableError } from '../../errors.js';
 import { PartitionAckManager } from '../../messaging/ack-manager.js';
-import type { AckStore } from '../../messaging/ack-store.js';
+import {
+  type AckState,
+  type AckStore,
+  type AckUpdate,
+  isAcked,
+} from '../../messaging/ack-store.js';
 import { decodeEnvelope, type Envelope } from '../../messaging/envelope.js';
 import type { Message } from '../../messaging/types.js';
+import { messageGroupId } from './relay.js';
 
 /** A consumed message with everything the envelope carries. */
 export interface ConsumedMessage extends Message {
@@ -23,9 +29,12 @@ export interface ConsumedMessage extends Message {
 
 /** Options of {@link consumeSqsBatch}. */
 export interface BatchConsumerOptions {
-  /** The consumer group: ack levels are kept per group and partition. */
+  /** The consumer group: ack state is kept per group and partition. */
   readonly group: string;
-  /** Persists ack levels; a redelivered message at or below its level is acked unhandled. */
+  /**
+   * Persists ack state (level and open holes); a redelivered message that is done under
+   * it is acked unhandled, a redriven message of an open hole is handled.
+   */
   readonly ackStore?: AckStore;
   /**
    * Delays a nacked message's redelivery (`ChangeMessageVisibility`) by
@@ -38,6 +47,13 @@ export interface BatchConsumerOptions {
     /** @default 2^receiveCount seconds, at most 900 */
     readonly backoffSeconds?: (receiveCount: number) => number;
   };
+  /**
+   * Open holes older than this are forgotten (their message left every queue).
+   * @default 14 days, the longest SQS retention
+   */
+  readonly holeRetentionMs?: number;
+  /** @default Date.now */
+  readonly now?: () => number;
   /** Logs failures. @default console */
   readonly logger?: Pick<Console, 'error' | 'warn'>;
 }
@@ -57,11 +73,34 @@ export class NackError extends LambdacableError {
   }
 }
 
+interface PartitionBatch {
+  /** The stored state when the batch started (after the pre-write, if any). */
+  state: AckState | undefined;
+  /** Records of the partition in batch order with their decoded offsets. */
+  readonly records: { record: SQSRecord; offset: bigint }[];
+  /** Offsets completed in this batch. */
+  readonly completed: Set<bigint>;
+  /** Holes completed in this batch. */
+  readonly closed: bigint[];
+}
+
 /**
  * Consumes one Lambda SQS FIFO batch: each record becomes a {@link Message} for
  * `handler`; a failure (throw or `nack`) fails only its own message group (Powertools
- * `SqsFifoPartialProcessorAsync` with `skipGroupOnError`). Ack levels per partition are
- * tracked with an {@link PartitionAckManager} and persisted forward-only.
+ * `SqsFifoPartialProcessorAsync` with `skipGroupOnError`).
+ *
+ * With an `ackStore`, per partition: one read of the {@link AckState} before the batch
+ * and one merged write after it. Offsets above the stored level are read into an
+ * `AckManager` in batch order; after the batch the level rises to the highest of
+ * them and those not completed (failed, or skipped behind a failure) are stored as open
+ * holes, so a message that then goes to the DLQ stays a hole while later offsets of its
+ * partition complete. A message that is done (at or below the level, not a hole) is acked
+ * without calling the handler; a hole's message (a retry or a DLQ redrive) is handled,
+ * and its success closes the hole. A record delivered again (`ApproximateReceiveCount`
+ * > 1) that the state does not know yet means an earlier invocation ended without
+ * writing (a crash, a timeout, a failed ack write): its partition's new offsets are then
+ * stored as holes before the handler runs, so they stay holes even if they end up in the
+ * DLQ without this function ever finishing.
  */
 export async function consumeSqsBatch(
   event: SQSEvent,
@@ -69,27 +108,61 @@ export async function consumeSqsBatch(
   options: BatchConsumerOptions,
 ): Promise<SQSBatchResponse> {
   const logger = options.logger ?? console;
+  const now = options.now ?? Date.now;
+  const store = options.ackStore;
   const envelopes = new Map<string, Envelope | Error>();
+  const batches = new Map<string, PartitionBatch>();
   for (const r of event.Records) {
     try {
-      envelopes.set(r.messageId, decodeEnvelope(r.body, r.messageId));
+      const envelope = decodeEnvelope(r.body, r.messageId);
+      envelopes.set(r.messageId, envelope);
+      let batch = batches.get(messageGroupId(envelope.key));
+      if (!batch) {
+        batch = { state: undefined, records: [], completed: new Set(), closed: [] };
+        batches.set(messageGroupId(envelope.key), batch);
+      }
+      batch.records.push({ record: r, offset: envelope.offset });
     } catch (error) {
       envelopes.set(r.messageId, error as Error);
     }
   }
-  const partitions = new Set<string>();
-  for (const e of envelopes.values()) if (!(e instanceof Error)) partitions.add(e.key);
-  const stored = new Map<string, bigint | undefined>();
+  const acks = new PartitionAckManager();
+  const storeFailed = new Set<string>();
   await Promise.all(
-    [...partitions].map(async (p) => {
-      stored.set(p, await options.ackStore?.load(options.group, p));
+    [...batches].map(async ([partition, batch]) => {
+      try {
+        if (store) batch.state = await store.loadState(options.group, partition);
+        const fresh = batch.records.filter((r) => isNew(batch.state, r.offset));
+        const redelivered = fresh.some(
+          (r) => Number(r.record.attributes.ApproximateReceiveCount ?? '1') > 1,
+        );
+        if (store && redelivered) {
+          batch.state = await store.commit(
+            options.group,
+            partition,
+            {
+              level: maxOf(fresh.map((r) => r.offset)),
+              open: fresh.map((r) => r.offset),
+              now: now(),
+              ...retention(options),
+            },
+            { state: batch.state },
+          );
+        }
+        for (const r of batch.records) {
+          if (!isNew(batch.state, r.offset)) continue;
+          const read = acks.get(partition)?.getReadLevel();
+          // A second copy of an offset (a relay resend after the dedup window) is not re-read.
+          if (read === undefined || r.offset > read) acks.readItem(partition, r.offset);
+        }
+      } catch (error) {
+        logger.error(
+          `ack state of ${options.group}#${partition} unavailable, its records are retried: ${(error as Error).message}`,
+        );
+        storeFailed.add(partition);
+      }
     }),
   );
-  const acks = new PartitionAckManager();
-  // Partitions where this batch completed something: only their levels move. (The ack
-  // level of a partition whose first message failed is that offset - 1, which says
-  // nothing new and would wrongly cover a dead-lettered message redriven later.)
-  const completed = new Set<string>();
 
   const recordHandler = async (record: SQSRecord): Promise<void> => {
     const envelope = envelopes.get(record.messageId);
@@ -97,20 +170,22 @@ export async function consumeSqsBatch(
       logger.error(`nack ${record.messageId}: ${envelope?.message ?? 'no envelope'}`);
       throw envelope ?? new LambdacableError(`no envelope for ${record.messageId}`);
     }
-    const partition = envelope.key;
-    const level = stored.get(partition);
-    if (level !== undefined && envelope.offset <= level) return; // already handled: ack unhandled
-    if (acks.get(partition) === undefined && level !== undefined) {
-      acks.readItem(partition, level);
-      acks.complete(partition, level);
+    // The SQS group id: the key itself unless SQS could not take it (then its hash).
+    const partition = messageGroupId(envelope.key);
+    if (storeFailed.has(partition)) {
+      throw new LambdacableError(`ack state of ${options.group}#${partition} unavailable`);
     }
-    acks.readItem(partition, envelope.offset);
+    const batch = batches.get(partition)!;
+    const offset = envelope.offset;
+    if (batch.completed.has(offset)) return; // a second copy in this batch
+    const hole = batch.state?.holes.has(offset) ?? false;
+    if (!hole && isAcked(batch.state, offset)) return; // already handled: ack unhandled
     let nacked: unknown;
     let wasNacked = false;
     const message: ConsumedMessage = {
       value: envelope.payload,
       partition,
-      offset: envelope.offset,
+      offset,
       id: envelope.id,
       topic: envelope.topic,
       type: envelope.type,
@@ -134,35 +209,75 @@ export async function consumeSqsBatch(
       logger.error(error.message);
       throw error;
     }
-    acks.complete(partition, envelope.offset);
-    completed.add(partition);
+    batch.completed.add(offset);
+    if (hole) batch.closed.push(offset);
+    else acks.complete(partition, offset);
   };
 
   const processor = new SqsFifoPartialProcessorAsync();
-  const response = await processPartialResponse(event, recordHandler, processor, {
+  const processed = await processPartialResponse(event, recordHandler, processor, {
     skipGroupOnError: true,
     throwOnFullBatchFailure: false,
   });
+  // A copy: Powertools returns one shared empty response object when nothing failed.
+  const response: SQSBatchResponse = { batchItemFailures: [...processed.batchItemFailures] };
 
-  await Promise.all(
-    acks.partitions().map(async (p) => {
-      if (!completed.has(p)) return;
-      const level = acks.ackLevel(p);
-      const before = stored.get(p);
-      if (
-        options.ackStore &&
-        level !== undefined &&
-        level >= 0n &&
-        (before === undefined || level > before)
-      ) {
-        await options.ackStore.save(options.group, p, level);
+  if (store) {
+    await Promise.all(
+      [...batches].map(async ([partition, batch]) => {
+        if (storeFailed.has(partition)) return;
+        const manager = acks.get(partition);
+        const update: AckUpdate = {
+          ...(manager ? { level: manager.getReadLevel() } : {}),
+          open: manager?.getOutstandingIds() ?? [],
+          close: batch.closed,
+          now: now(),
+          ...retention(options),
+        };
+        if (!manager && batch.closed.length === 0) return; // nothing new: no write
+        try {
+          await store.commit(options.group, partition, update, { state: batch.state });
+        } catch (error) {
+          // Unrecorded progress must not be deleted: the partition's records come again
+          // (handled again: at least once) and the redelivery stores them as holes first.
+          logger.error(
+            `ack write of ${options.group}#${partition} failed, its records are retried: ${(error as Error).message}`,
+          );
+          storeFailed.add(partition);
+        }
+      }),
+    );
+  }
+  if (storeFailed.size > 0) {
+    const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+    for (const partition of storeFailed) {
+      for (const { record } of batches.get(partition)?.records ?? []) {
+        if (!failed.has(record.messageId)) {
+          response.batchItemFailures.push({ itemIdentifier: record.messageId });
+          failed.add(record.messageId);
+        }
       }
-    }),
-  );
+    }
+  }
   if (options.visibility && response.batchItemFailures.length > 0) {
     await delayRedelivery(event, response, options.visibility, logger);
   }
   return response;
+}
+
+/** Above the stored level and not a hole: never seen by a finished batch. */
+function isNew(state: AckState | undefined, offset: bigint): boolean {
+  return state === undefined || (offset > state.ackLevel && !state.holes.has(offset));
+}
+
+function maxOf(offsets: readonly bigint[]): bigint | undefined {
+  let max: bigint | undefined;
+  for (const o of offsets) if (max === undefined || o > max) max = o;
+  return max;
+}
+
+function retention(options: BatchConsumerOptions): { holeRetentionMs?: number } {
+  return options.holeRetentionMs === undefined ? {} : { holeRetentionMs: options.holeRetentionMs };
 }
 
 async function delayRedelivery(

@@ -8,6 +8,7 @@ import {
 import { decodeEnvelope } from '../../messaging/envelope.js';
 import type { Consumer, Message } from '../../messaging/types.js';
 import type { ConsumedMessage } from './batch-consumer.js';
+import { messageGroupId } from './relay.js';
 
 /** Options of {@link SqsConsumer}. */
 export interface SqsConsumerOptions {
@@ -130,7 +131,8 @@ export class SqsConsumer implements Consumer {
     this.unsettled.set(id, { receipt, heartbeat });
     return {
       value: envelope.payload,
-      partition: envelope.key,
+      // The SQS group id: the key itself unless SQS could not take it (then its hash).
+      partition: messageGroupId(envelope.key),
       offset: envelope.offset,
       id: envelope.id,
       topic: envelope.topic,
