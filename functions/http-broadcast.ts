@@ -1,7 +1,9 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2 } from 'aws-lambda';
 import {
   BroadcastEvent,
+  EncodeError,
   hasBroadcastKey,
+  LimitExceededError,
   MessageFormatError,
   parseBroadcastRequest,
   RemoteCommandEvent,
@@ -20,19 +22,47 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
     logger.warn('broadcast refused: missing or wrong key');
     return { statusCode: 401, body: 'unauthorized' };
   }
-  const codec = runtimeCodec();
-  const producer = runtimeProducer();
   const body =
     event.isBase64Encoded && event.body ? Buffer.from(event.body, 'base64').toString() : event.body;
   let items: ReturnType<typeof parseBroadcastRequest>;
   try {
     items = parseBroadcastRequest(body);
   } catch (error) {
+    if (error instanceof LimitExceededError) {
+      logger.warn('broadcast refused: over a limit', { reason: error.message });
+      return { statusCode: error.kind === 'payload' ? 413 : 422, body: error.message };
+    }
     if (!(error instanceof MessageFormatError)) throw error;
     logger.warn('broadcast refused: malformed body', { reason: error.message });
     return { statusCode: 422, body: error.message };
   }
-  const messages = await Promise.all(
+  let messages: Awaited<ReturnType<typeof encodeAll>>;
+  try {
+    messages = await encodeAll(items, runtimeCodec());
+  } catch (error) {
+    // A value the schema or the item size refuses is the client's, never a 500.
+    if (!(error instanceof EncodeError)) throw error;
+    logger.warn('broadcast refused: cannot encode', { reason: error.message });
+    return { statusCode: 422, body: error.message };
+  }
+  const producer = runtimeProducer();
+  // Published in request order: the producer keeps that order per stream.
+  try {
+    await Promise.all(messages.map((message) => producer.publish(message)));
+  } catch (error) {
+    if (!(error instanceof EncodeError)) throw error;
+    logger.warn('broadcast refused: cannot encode', { reason: error.message });
+    return { statusCode: 422, body: error.message };
+  }
+  logger.info('broadcast accepted', { items: items.length });
+  return { statusCode: 201, body: '' };
+};
+
+function encodeAll(
+  items: ReturnType<typeof parseBroadcastRequest>,
+  codec: ReturnType<typeof runtimeCodec>,
+) {
+  return Promise.all(
     items.map(async (item) =>
       item.kind === 'broadcast'
         ? {
@@ -47,8 +77,4 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
           },
     ),
   );
-  // Published in request order: the producer keeps that order per stream.
-  await Promise.all(messages.map((message) => producer.publish(message)));
-  logger.info('broadcast accepted', { items: items.length });
-  return { statusCode: 201, body: '' };
-};
+}

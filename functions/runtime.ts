@@ -123,7 +123,9 @@ export function brokerRuntime(): BrokerRuntime {
       // One management client per endpoint, each with the call recorder.
       createClient: (endpoint) => record(new ApiGatewayManagementApiClient({ endpoint })),
     });
-    const broadcaster = new GatewayBroadcaster({ store, api, logger });
+    // The broadcaster finishes the sessions of gone connections in the broker built next.
+    const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
+    const broadcaster = new GatewayBroadcaster({ store, api, sessions, logger });
     const broker = new DynamoBroker({
       client: dynamodb,
       historyTable: tables.history,

@@ -12,20 +12,34 @@ export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayPr
   const rt = runtime();
   const connectionId = event.requestContext.connectionId!;
   const endpoint = rt.managementEndpoint(event.requestContext);
-  const result = await gateway().connect({
-    connectionId,
-    endpoint,
-    query: event.queryStringParameters ?? {},
-    protocols: header(event.headers, 'sec-websocket-protocol'),
-  });
-  if (result.statusCode === 200) {
-    await lambda().send(
-      new InvokeCommand({
-        FunctionName: rt.welcomeFunction,
-        InvocationType: 'Event',
-        Payload: new TextEncoder().encode(JSON.stringify({ connectionId, endpoint })),
-      }),
-    );
+  let result: ConnectResult;
+  try {
+    result = await gateway().connect({
+      connectionId,
+      endpoint,
+      query: event.queryStringParameters ?? {},
+      protocols: header(event.headers, 'sec-websocket-protocol'),
+    });
+    if (result.statusCode === 200) {
+      await lambda().send(
+        new InvokeCommand({
+          FunctionName: rt.welcomeFunction,
+          InvocationType: 'Event',
+          Payload: new TextEncoder().encode(JSON.stringify({ connectionId, endpoint })),
+        }),
+      );
+    }
+  } catch (error) {
+    // A failed handshake gets no $disconnect: nothing else would remove what was stored.
+    await gateway()
+      .disconnect(connectionId)
+      .catch((cleanup: unknown) =>
+        rt.logger.error('connect: cleanup after a failure failed', {
+          connectionId,
+          error: cleanup instanceof Error ? cleanup.message : String(cleanup),
+        }),
+      );
+    throw error;
   }
   return connectResponse(result);
 };

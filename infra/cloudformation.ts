@@ -106,6 +106,8 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
       actions: [GET, QUERY, BATCH_WRITE, DELETE],
       queries: [STREAM_INDEX, IDENTITY_INDEX],
     },
+    // A connection that answered 410 is disconnected: its session finished.
+    { table: 'sessions', actions: [UPDATE] },
     { manageConnections: true },
   ],
   // Stores the connection and, on a restore, its subscriptions and session.
@@ -121,10 +123,15 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { manageConnections: true },
   ],
   wsDisconnect: DISCONNECT,
-  // Subscribe and unsubscribe, history, whispers to a stream's subscribers, session commits.
+  // Subscribe and unsubscribe, history, whispers to a stream's subscribers (one that answers
+  // 410 is disconnected), session commits.
   wsDefault: [
-    { table: 'connections', actions: [GET, PUT, DELETE, QUERY], queries: [STREAM_INDEX] },
-    { table: 'sessions', actions: [GET, PUT] },
+    {
+      table: 'connections',
+      actions: [GET, PUT, DELETE, QUERY, BATCH_WRITE],
+      queries: [STREAM_INDEX],
+    },
+    { table: 'sessions', actions: [GET, PUT, UPDATE] },
     { table: 'history', actions: [GET, QUERY] },
     { manageConnections: true },
   ],

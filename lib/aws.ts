@@ -38,4 +38,11 @@ export {
   NackError,
 } from './adapters/sqs/batch-consumer.js';
 export { SqsConsumer, type SqsConsumerOptions } from './adapters/sqs/consumer.js';
-export { OutboxRelay, type OutboxRelayOptions, type RelayResult } from './adapters/sqs/relay.js';
+export {
+  deduplicationId,
+  HASHED_ID_PREFIX,
+  messageGroupId,
+  OutboxRelay,
+  type OutboxRelayOptions,
+  type RelayResult,
+} from './adapters/sqs/relay.js';

@@ -1,6 +1,13 @@
 import { timingSafeEqual } from 'node:crypto';
-import { MessageFormatError } from './errors.js';
+import { LimitExceededError, MessageFormatError } from './errors.js';
 import { defineEvent, type EventType } from './events/event.js';
+import {
+  checkKeyBytes,
+  MAX_BROADCAST_BODY_BYTES,
+  MAX_BROADCAST_DATA_BYTES,
+  MAX_STREAM_BYTES,
+  utf8Bytes,
+} from './limits.js';
 
 /** The topic services write broadcasts and remote commands to; the broadcast consumer reads it. */
 export const BROADCAST_TOPIC = 'lambdacable.broadcasts';
@@ -58,10 +65,20 @@ export type BroadcastRequestItem =
 
 /**
  * Parses an AnyCable broadcast API body: `{"stream","data"}`, `{"command","payload"}` or an
- * array of them. Throws {@link MessageFormatError} naming what is wrong.
+ * array of them. Throws {@link MessageFormatError} naming what is wrong, and
+ * {@link LimitExceededError} for a body over {@link MAX_BROADCAST_BODY_BYTES}, a `data` over
+ * {@link MAX_BROADCAST_DATA_BYTES} (`kind: 'payload'`) or a stream name over
+ * {@link MAX_STREAM_BYTES} (`kind: 'key'`).
  */
 export function parseBroadcastRequest(body: string | undefined | null): BroadcastRequestItem[] {
   if (!body) throw new MessageFormatError('empty body: expected {"stream","data"} or an array');
+  const bodyBytes = utf8Bytes(body);
+  if (bodyBytes > MAX_BROADCAST_BODY_BYTES) {
+    throw new LimitExceededError(
+      `body is ${bodyBytes} bytes, the limit is ${MAX_BROADCAST_BODY_BYTES}`,
+      { what: 'body', bytes: bodyBytes, limit: MAX_BROADCAST_BODY_BYTES, kind: 'payload' },
+    );
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);
@@ -77,16 +94,31 @@ export function parseBroadcastRequest(body: string | undefined | null): Broadcas
     }
     const { stream, data, command, payload } = item as Record<string, unknown>;
     if (typeof command === 'string' && command.length > 0) {
-      return {
-        kind: 'command',
-        command: { command, payload: JSON.stringify(payload ?? {}) },
-      };
+      const json = JSON.stringify(payload ?? {});
+      const bytes = utf8Bytes(json) + utf8Bytes(command);
+      // The same path as a broadcast (outbox, SQS envelope): the same limit.
+      if (bytes > MAX_BROADCAST_DATA_BYTES) {
+        throw new LimitExceededError(
+          `item${at}: the command is ${bytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+          { what: 'command', bytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
+        );
+      }
+      return { kind: 'command', command: { command, payload: json } };
     }
     if (typeof stream !== 'string' || stream.length === 0) {
       throw new MessageFormatError(`item${at}: "stream" must be a non-empty string`);
     }
     if (typeof data !== 'string') {
       throw new MessageFormatError(`item${at}: "data" must be a string (JSON-encode objects)`);
+    }
+    checkKeyBytes(`item${at}: "stream"`, stream, MAX_STREAM_BYTES);
+    // Subscribers get data JSON-decoded and re-encoded in their frame: both must fit.
+    const dataBytes = Math.max(utf8Bytes(data), utf8Bytes(JSON.stringify(decodeData(data))));
+    if (dataBytes > MAX_BROADCAST_DATA_BYTES) {
+      throw new LimitExceededError(
+        `item${at}: "data" is ${dataBytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+        { what: 'data', bytes: dataBytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
+      );
     }
     return { kind: 'broadcast', broadcast: { stream, data } };
   });
@@ -100,4 +132,12 @@ export function hasBroadcastKey(header: string | undefined, key: string): boolea
   const given = Buffer.from(match[1]);
   const expected = Buffer.from(key);
   return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+function decodeData(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return data;
+  }
 }

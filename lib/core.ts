@@ -26,6 +26,7 @@ export {
   type Cacheable,
   defaultBrokerConfig,
   type RemoteCommandMessage,
+  type SessionUpdate,
   type StreamMessage,
 } from './broker/types.js';
 export * from './errors.js';
@@ -58,11 +59,15 @@ export {
   broadcastFrame,
   type DeliveryReport,
   decodeData,
+  disconnectConnection,
+  disconnectGone,
   forEachConcurrently,
   GatewayBroadcaster,
   type GatewayBroadcasterOptions,
   type GatewayLogger,
+  type GonePolicy,
   noopLogger,
+  type SessionFinisher,
 } from './gateway/broadcaster.js';
 export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './gateway/config.js';
 export type { ConnectionApi } from './gateway/connection-api.js';
@@ -87,8 +92,16 @@ export {
   verifyConnectToken,
   verifySignedStreamName,
 } from './gateway/tokens.js';
+export * from './limits.js';
 export { AckManager, PartitionAckManager } from './messaging/ack-manager.js';
-export type { AckStore } from './messaging/ack-store.js';
+export {
+  type AckState,
+  type AckStore,
+  type AckUpdate,
+  applyAckUpdate,
+  DEFAULT_HOLE_RETENTION_MS,
+  isAcked,
+} from './messaging/ack-store.js';
 export { decodeEnvelope, type Envelope, encodeEnvelope } from './messaging/envelope.js';
 export {
   type Client,

@@ -154,3 +154,28 @@ export class ConfigError extends LambdacableError {
     this.variable = fields.variable;
   }
 }
+
+/**
+ * A value over one of the documented limits (`lib/limits.ts`): a key too long for its
+ * table (`kind: 'key'`), or a payload too large to carry (`kind: 'payload'`).
+ */
+export class LimitExceededError extends LambdacableError {
+  /** What is too large, e.g. `stream name`. */
+  readonly what: string;
+  /** Its size in bytes. */
+  readonly bytes: number;
+  /** The limit in bytes. */
+  readonly limit: number;
+  readonly kind: 'key' | 'payload';
+  constructor(
+    message: string,
+    fields: { what: string; bytes: number; limit: number; kind: 'key' | 'payload' },
+  ) {
+    super(message);
+    this.name = 'LimitExceededError';
+    this.what = fields.what;
+    this.bytes = fields.bytes;
+    this.limit = fields.limit;
+    this.kind = fields.kind;
+  }
+}

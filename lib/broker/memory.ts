@@ -1,3 +1,4 @@
+import { LambdacableError } from '../errors.js';
 import { type Clock, systemClock } from '../messaging/types.js';
 import { SubscriptionTracking } from './base.js';
 import {
@@ -18,8 +19,19 @@ import {
   type BrokerOptions,
   type Cacheable,
   defaultBrokerConfig,
+  type SessionUpdate,
   type StreamMessage,
 } from './types.js';
+
+/** Tries of {@link MemoryBroker.updateSession} before it gives up under contention. */
+const SESSION_UPDATE_ATTEMPTS = 25;
+
+interface MemorySession {
+  data: Uint8Array;
+  expiresAt: number;
+  /** Bumped by every commit: an update writes only over the version it read. */
+  version: number;
+}
 
 interface MemoryStream {
   meta: StreamMeta;
@@ -33,7 +45,7 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
   private readonly config: BrokerConfig;
   private readonly clock: Clock;
   private readonly streams = new Map<string, MemoryStream>();
-  private readonly sessions = new Map<string, { data: Uint8Array; expiresAt: number }>();
+  private readonly sessions = new Map<string, MemorySession>();
 
   constructor(options: BrokerOptions) {
     super(options.broadcaster);
@@ -108,23 +120,49 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
 
   async commitSession(sid: string, session: Cacheable): Promise<void> {
     const data = await session.toCacheEntry();
-    this.sessions.set(sid, { data, expiresAt: activeSessionExpiry(this.clock.now(), this.config) });
+    this.storeSession(sid, data);
   }
 
   async restoreSession(sid: string): Promise<Uint8Array | null> {
-    const session = this.sessions.get(sid);
-    if (!session) return null;
-    if (session.expiresAt <= this.clock.now()) {
-      this.sessions.delete(sid);
-      return null;
+    return this.liveSession(sid)?.data ?? null;
+  }
+
+  async updateSession(sid: string, update: SessionUpdate): Promise<boolean> {
+    for (let attempt = 1; attempt <= SESSION_UPDATE_ATTEMPTS; attempt++) {
+      // The data and its version are read together, with no await in between.
+      const current = this.liveSession(sid);
+      const version = current?.version ?? 0;
+      const next = await update(current?.data ?? null);
+      if (!next) return false;
+      const data = await next.toCacheEntry();
+      if ((this.sessions.get(sid)?.version ?? 0) !== version) continue;
+      this.storeSession(sid, data);
+      return true;
     }
-    return session.data;
+    throw new LambdacableError(
+      `session ${sid} was not updated: ${SESSION_UPDATE_ATTEMPTS} attempts met concurrent writes`,
+    );
   }
 
   async finishSession(sid: string): Promise<void> {
     const session = this.sessions.get(sid);
     if (!session) return;
     session.expiresAt = this.clock.now() + this.config.sessionsTtl * 1000;
+  }
+
+  private storeSession(sid: string, data: Uint8Array): void {
+    const version = (this.sessions.get(sid)?.version ?? 0) + 1;
+    const expiresAt = activeSessionExpiry(this.clock.now(), this.config);
+    this.sessions.set(sid, { data, expiresAt, version });
+  }
+
+  private liveSession(sid: string): MemorySession | undefined {
+    const session = this.sessions.get(sid);
+    if (session && session.expiresAt <= this.clock.now()) {
+      this.sessions.delete(sid);
+      return undefined;
+    }
+    return session;
   }
 
   private retained(s: MemoryStream | undefined): StoredMessage[] {

@@ -51,6 +51,14 @@ export interface Cacheable {
   toCacheEntry(): Uint8Array | Promise<Uint8Array>;
 }
 
+/**
+ * Computes a session from the stored one (`null` when unknown or expired); `undefined`
+ * leaves the stored session as it is.
+ */
+export type SessionUpdate = (
+  current: Uint8Array | null,
+) => Cacheable | undefined | Promise<Cacheable | undefined>;
+
 /** Broker limits, in seconds and messages. */
 export interface BrokerConfig {
   /**
@@ -101,6 +109,13 @@ export interface Broker {
   restoreSession(sid: string): Promise<Uint8Array | null>;
   /** Marks a session finished: it expires `sessionsTtl` seconds later. */
   finishSession(sid: string): Promise<void>;
+  /**
+   * Read-modify-write of a session, safe against concurrent writers (optional): `update`
+   * gets the stored session and returns the new one; when another write landed after the
+   * read, `update` runs again on the newer session. Keeps the session alive like
+   * `commitSession`. Resolves to whether it wrote.
+   */
+  updateSession?(sid: string, update: SessionUpdate): Promise<boolean>;
 }
 
 /** Options shared by the history-keeping brokers. */

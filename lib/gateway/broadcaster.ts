@@ -1,4 +1,4 @@
-import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
+import type { Broadcaster, Broker, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
 import { type Clock, systemClock } from '../messaging/types.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
@@ -27,16 +27,62 @@ export const noopLogger: GatewayLogger = {
 export interface DeliveryReport {
   /** Frames delivered. */
   sent: number;
-  /** Connections that answered 410 (removed unless just connected). */
+  /** Connections that answered 410 (disconnected unless just connected: {@link disconnectGone}). */
   gone: string[];
   /** Posts that threw; the other posts went on. */
   failed: { connectionId: string; error: unknown }[];
+}
+
+/** Where sessions end: the broker's session cache. */
+export type SessionFinisher = Pick<Broker, 'finishSession'>;
+
+/** What {@link disconnectGone} needs. */
+export interface GonePolicy {
+  readonly store: ConnectionStore;
+  readonly sessions: SessionFinisher;
+  readonly clock: Clock;
+  /** A connection younger than this (ms) is left alone. */
+  readonly goneGraceMs: number;
+}
+
+/**
+ * `$disconnect`: finishes the connection's session (its TTL starts) and removes the
+ * connection and its subscriptions. `known` saves the read of the connection.
+ */
+export async function disconnectConnection(
+  policy: Pick<GonePolicy, 'store' | 'sessions'>,
+  connectionId: string,
+  known?: ConnectionRecord,
+): Promise<void> {
+  const connection = known ?? (await policy.store.getConnection(connectionId));
+  if (connection?.sid) await policy.sessions.finishSession(connection.sid);
+  await policy.store.removeConnection(connectionId);
+}
+
+/**
+ * The one policy for a connection that answered 410, on fan-out, whispers, remote commands
+ * and pings alike: younger than `goneGraceMs` it is left alone (API Gateway answers 410
+ * until `$connect` has returned, while the connection is already stored); otherwise it is
+ * disconnected as by `$disconnect` ({@link disconnectConnection}). An unknown connection's
+ * leftover subscriptions are removed. Returns whether it was disconnected.
+ */
+export async function disconnectGone(
+  policy: GonePolicy,
+  connectionId: string,
+  known?: ConnectionRecord,
+): Promise<boolean> {
+  const connection = known ?? (await policy.store.getConnection(connectionId));
+  if (connection && policy.clock.now() - connection.connectedAt < policy.goneGraceMs) return false;
+  await disconnectConnection(policy, connectionId, connection);
+  return true;
 }
 
 /** Options of {@link GatewayBroadcaster}. */
 export interface GatewayBroadcasterOptions {
   readonly store: ConnectionStore;
   readonly api: ConnectionApi;
+  /** Finishes the session of a connection that is gone ({@link disconnectGone}). */
+  readonly sessions: SessionFinisher;
   /** @default {@link noopLogger} */
   readonly logger?: GatewayLogger;
   /**
@@ -52,8 +98,8 @@ export interface GatewayBroadcasterOptions {
   /** @default the system clock */
   readonly clock?: Clock;
   /**
-   * A connection younger than this (ms) is not removed on a 410: API Gateway answers 410
-   * until `$connect` has returned, while the connection is already stored.
+   * A connection younger than this (ms) is not disconnected on a 410: API Gateway answers
+   * 410 until `$connect` has returned, while the connection is already stored.
    * @default 10000
    */
   readonly goneGraceMs?: number;
@@ -102,8 +148,9 @@ export async function forEachConcurrently<T>(
 /**
  * The {@link Broadcaster} of API Gateway WebSockets: fans a stream message out to the
  * stream's subscribers in the {@link ConnectionStore}, page by page, with bounded
- * concurrency. A 410 removes that connection; a failing post is logged and never stops
- * the others. Lambda keeps no local subscribers, so `subscribe`/`unsubscribe` do nothing.
+ * concurrency. A 410 disconnects that connection ({@link disconnectGone}); a failing post
+ * is logged and never stops the others. Lambda keeps no local subscribers, so
+ * `subscribe`/`unsubscribe` do nothing.
  */
 export class GatewayBroadcaster implements Broadcaster {
   private readonly store: ConnectionStore;
@@ -111,8 +158,7 @@ export class GatewayBroadcaster implements Broadcaster {
   private readonly logger: GatewayLogger;
   private readonly concurrency: number;
   private readonly pageSize: number;
-  private readonly clock: Clock;
-  private readonly goneGraceMs: number;
+  private readonly gone: GonePolicy;
 
   constructor(options: GatewayBroadcasterOptions) {
     this.store = options.store;
@@ -120,8 +166,12 @@ export class GatewayBroadcaster implements Broadcaster {
     this.logger = options.logger ?? noopLogger;
     this.concurrency = options.concurrency ?? 50;
     this.pageSize = options.pageSize ?? 100;
-    this.clock = options.clock ?? systemClock;
-    this.goneGraceMs = options.goneGraceMs ?? 10_000;
+    this.gone = {
+      store: options.store,
+      sessions: options.sessions,
+      clock: options.clock ?? systemClock,
+      goneGraceMs: options.goneGraceMs ?? 10_000,
+    };
     if (!(this.concurrency >= 1)) throw new RangeError('concurrency must be at least 1');
   }
 
@@ -169,7 +219,7 @@ export class GatewayBroadcaster implements Broadcaster {
 
   async unsubscribe(_stream: string): Promise<void> {}
 
-  /** Posts one frame, recording the outcome; removes the connection on a 410 after the grace period. */
+  /** Posts one frame, recording the outcome; a 410 goes to {@link disconnectGone}. */
   async postOne(
     connectionId: string,
     frame: string,
@@ -183,7 +233,7 @@ export class GatewayBroadcaster implements Broadcaster {
         return 'sent';
       }
       report.gone.push(connectionId);
-      await this.removeGone(connectionId);
+      await disconnectGone(this.gone, connectionId);
       return 'gone';
     } catch (error) {
       report.failed.push({ connectionId, error });
@@ -194,12 +244,6 @@ export class GatewayBroadcaster implements Broadcaster {
   // Subscriptions stored without their connection's endpoint cost one read to find it.
   private async endpointOf(connectionId: string): Promise<string | undefined> {
     return (await this.store.getConnection(connectionId))?.endpoint;
-  }
-
-  private async removeGone(connectionId: string): Promise<void> {
-    const connection = await this.store.getConnection(connectionId);
-    if (connection && this.clock.now() - connection.connectedAt < this.goneGraceMs) return;
-    await this.store.removeConnection(connectionId);
   }
 
   private async remoteDisconnect(payload: Record<string, unknown>): Promise<void> {

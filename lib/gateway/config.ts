@@ -15,6 +15,21 @@ export interface GatewayConfig {
    */
   readonly jwtSecret?: string;
   /**
+   * Seconds a connect token's `exp` may be off the clock (`LAMBDACABLE_JWT_CLOCK_SKEW`).
+   * @default 30
+   */
+  readonly jwtClockSkew: number;
+  /**
+   * Required `iss` of connect tokens (`LAMBDACABLE_JWT_ISSUER`); unset: not checked.
+   * @default undefined
+   */
+  readonly jwtIssuer?: string;
+  /**
+   * Required `aud` of connect tokens (`LAMBDACABLE_JWT_AUDIENCE`); unset: not checked.
+   * @default undefined
+   */
+  readonly jwtAudience?: string;
+  /**
    * Secret of signed stream names (`LAMBDACABLE_STREAMS_SECRET`); unset: signed streams are refused.
    * @default undefined
    */
@@ -57,6 +72,7 @@ export interface GatewayConfig {
 export function defaultGatewayConfig(): GatewayConfig {
   return {
     pingInterval: 3,
+    jwtClockSkew: 30,
     publicStreams: false,
     allowAnonymous: false,
     whisperOnSigned: false,
@@ -78,9 +94,12 @@ export function configFromEnv(env: Env): GatewayConfig {
     jwtSecret: text(env, 'LAMBDACABLE_JWT_SECRET'),
     streamsSecret: text(env, 'LAMBDACABLE_STREAMS_SECRET'),
     broadcastKey: text(env, 'LAMBDACABLE_BROADCAST_KEY'),
+    jwtIssuer: text(env, 'LAMBDACABLE_JWT_ISSUER'),
+    jwtAudience: text(env, 'LAMBDACABLE_JWT_AUDIENCE'),
   };
   return {
     pingInterval: positive(env, 'LAMBDACABLE_PING_INTERVAL', d.pingInterval, false),
+    jwtClockSkew: nonNegative(env, 'LAMBDACABLE_JWT_CLOCK_SKEW', d.jwtClockSkew),
     ...(Object.fromEntries(Object.entries(secrets).filter(([, v]) => v !== undefined)) as Partial<
       typeof secrets
     >),
@@ -118,6 +137,18 @@ function positive(env: Env, name: string, fallback: number, integer: boolean): n
       `${name} must be a positive ${integer ? 'integer' : 'number'}, got: ${env[name]}`,
       { variable: name },
     );
+  }
+  return n;
+}
+
+function nonNegative(env: Env, name: string, fallback: number): number {
+  const value = text(env, name)?.trim();
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) {
+    throw new ConfigError(`${name} must be a number of seconds >= 0, got: ${env[name]}`, {
+      variable: name,
+    });
   }
   return n;
 }

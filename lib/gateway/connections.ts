@@ -11,6 +11,12 @@ export interface ConnectionRecord {
   readonly connectedAt: number;
   /** The management API endpoint that reaches this connection. */
   readonly endpoint?: string;
+  /**
+   * Why a refused connection (`sid` `''`) was refused: the `reason` of its `disconnect`
+   * frame. `token_expired` lets AnyCable clients refresh the token and reconnect.
+   * @default 'unauthorized'
+   */
+  readonly refusal?: 'unauthorized' | 'token_expired';
 }
 
 /** A connection's subscription to a stream through a channel identifier. */

@@ -1,13 +1,23 @@
 import { randomUUID } from 'node:crypto';
-import type { Broker, Cacheable, StreamMessage } from '../broker/types.js';
+import type { Broker, Cacheable, SessionUpdate, StreamMessage } from '../broker/types.js';
 import { HistoryError, ProtocolError, UnauthorizedError } from '../errors.js';
+import {
+  fingerprint,
+  MAX_IDENTIFIER_BYTES,
+  MAX_SID_BYTES,
+  MAX_STREAM_BYTES,
+  utf8Bytes,
+} from '../limits.js';
 import { type Clock, systemClock } from '../messaging/types.js';
 import {
   broadcastFrame,
   type DeliveryReport,
+  disconnectConnection,
+  disconnectGone,
   forEachConcurrently,
   GatewayBroadcaster,
   type GatewayLogger,
+  type GonePolicy,
   noopLogger,
 } from './broadcaster.js';
 import type { GatewayConfig } from './config.js';
@@ -40,7 +50,8 @@ export interface GatewayOptions {
    */
   readonly concurrency?: number;
   /**
-   * A connection younger than this (ms) is not removed on a 410 (it may still be in `$connect`).
+   * A connection younger than this (ms) is not disconnected on a 410 (it may still be in
+   * `$connect`); see {@link disconnectGone}.
    * @default 10000
    */
   readonly goneGraceMs?: number;
@@ -143,7 +154,7 @@ export class Gateway {
   private readonly logger: GatewayLogger;
   private readonly newSid: () => string;
   private readonly concurrency: number;
-  private readonly goneGraceMs: number;
+  private readonly gone: GonePolicy;
   private readonly fanOut: GatewayBroadcaster;
 
   constructor(options: GatewayOptions) {
@@ -155,14 +166,20 @@ export class Gateway {
     this.logger = options.logger ?? noopLogger;
     this.newSid = options.newSid ?? randomUUID;
     this.concurrency = options.concurrency ?? 50;
-    this.goneGraceMs = options.goneGraceMs ?? 10_000;
+    this.gone = {
+      store: this.store,
+      sessions: this.broker,
+      clock: this.clock,
+      goneGraceMs: options.goneGraceMs ?? 10_000,
+    };
     this.fanOut = new GatewayBroadcaster({
       store: this.store,
       api: this.api,
+      sessions: this.broker,
       logger: this.logger,
       concurrency: this.concurrency,
       clock: this.clock,
-      goneGraceMs: this.goneGraceMs,
+      goneGraceMs: this.gone.goneGraceMs,
     });
   }
 
@@ -204,7 +221,12 @@ export class Gateway {
     } catch (error) {
       if (!(error instanceof UnauthorizedError)) throw error;
       this.logger.warn('connection unauthorized', { connectionId, reason: error.reason });
-      await this.store.putConnection({ ...base, identity: '', sid: '' });
+      await this.store.putConnection({
+        ...base,
+        identity: '',
+        sid: '',
+        refusal: error.reason === 'expired' ? 'token_expired' : 'unauthorized',
+      });
       return { statusCode: 200, protocol };
     }
 
@@ -212,7 +234,16 @@ export class Gateway {
     const connection: ConnectionRecord = { ...base, identity, sid };
     await this.store.putConnection(connection);
 
-    const previous = query.sid;
+    let previous = query.sid;
+    if (previous && utf8Bytes(previous) > MAX_SID_BYTES) {
+      // Never a key lookup: the sessions table refuses keys over 2 KB. A new session instead.
+      this.logger.warn('session not restored: sid too long', {
+        connectionId,
+        bytes: utf8Bytes(previous),
+        limit: MAX_SID_BYTES,
+      });
+      previous = undefined;
+    }
     let restored: SessionSubscription[] | undefined;
     if (protocol === EXT_PROTOCOL && previous) {
       const old = Session.decode(await this.broker.restoreSession(previous));
@@ -239,7 +270,12 @@ export class Gateway {
         ...(restored ? { restoredIds: [...new Set(restored.map((s) => s.identifier))] } : {}),
       }),
     );
-    this.logger.info('connected', { connectionId, sid, protocol, restored: restored?.length });
+    this.logger.info('connected', {
+      connectionId,
+      sid: fingerprint(sid),
+      protocol,
+      restored: restored?.length,
+    });
     return { statusCode: 200, protocol };
   }
 
@@ -257,29 +293,46 @@ export class Gateway {
     }
     const { endpoint } = connection;
     if (!connection.sid) {
-      const frame = { type: 'disconnect', reason: 'unauthorized', reconnect: false };
+      const reason = connection.refusal ?? 'unauthorized';
+      const frame = { type: 'disconnect', reason, reconnect: false };
       const result = await this.api.post(connectionId, JSON.stringify(frame), endpoint);
       if (result === 'gone') return false;
       await this.api.close(connectionId, endpoint);
       return true;
     }
-    const session = Session.decode(await this.broker.restoreSession(connection.sid));
-    if (session?.welcomed) return true;
-    const restoredIds = session?.restoredIds;
+    // The welcome is claimed in the session (a conditional write) before it is posted, so
+    // of concurrent calls only one posts; a post that does not reach the client releases it.
+    let claim: { restoredIds?: readonly string[] } | undefined;
+    await this.updateSession(connection.sid, async (bytes) => {
+      const current = Session.decode(bytes);
+      claim = current?.welcomed
+        ? undefined
+        : { ...(current?.restoredIds ? { restoredIds: current.restoredIds } : {}) };
+      return claim ? this.sessionOf(connection, current, { welcomed: true }) : undefined;
+    });
+    if (!claim) return true;
+    const { restoredIds } = claim;
     const frame = restoredIds
       ? { type: 'welcome', sid: connection.sid, restored: true, restored_ids: restoredIds }
       : { type: 'welcome', sid: connection.sid };
-    const result = await this.api.post(connectionId, JSON.stringify(frame), endpoint);
-    if (result === 'gone') return false;
-    await this.commit(connection, { welcomed: true });
-    return true;
+    let result: 'sent' | 'gone';
+    try {
+      result = await this.api.post(connectionId, JSON.stringify(frame), endpoint);
+    } catch (error) {
+      await this.releaseWelcome(connection, restoredIds);
+      throw error;
+    }
+    if (result === 'sent') return true;
+    await this.releaseWelcome(connection, restoredIds);
+    return false;
   }
 
-  /** `$disconnect`: finishes the session (its TTL starts) and removes the connection. */
+  /**
+   * `$disconnect`: finishes the session (its TTL starts) and removes the connection and its
+   * subscriptions ({@link disconnectConnection}, also what a gone connection gets).
+   */
   async disconnect(connectionId: string): Promise<void> {
-    const connection = await this.store.getConnection(connectionId);
-    if (connection?.sid) await this.broker.finishSession(connection.sid);
-    await this.store.removeConnection(connectionId);
+    await disconnectConnection(this.gone, connectionId);
     this.logger.info('disconnected', { connectionId });
   }
 
@@ -296,7 +349,7 @@ export class Gateway {
         this.logger.warn(`frame refused: ${error.message}`, {
           connectionId,
           command: error.command,
-          identifier: error.identifier,
+          identifier: loggedIdentifier(error.identifier),
         });
       } else {
         this.logger.error('frame failed', {
@@ -314,7 +367,7 @@ export class Gateway {
 
   /**
    * Posts `{"type":"ping","message":<unix seconds>}` to every connection, page by page;
-   * a connection that answers 410 is removed and its session finished.
+   * a connection that answers 410 is handled as on fan-out ({@link disconnectGone}).
    */
   async pingAll(pageSize = 100): Promise<PingReport> {
     const frame = JSON.stringify({ type: 'ping', message: Math.floor(this.clock.now() / 1000) });
@@ -330,9 +383,7 @@ export class Gateway {
             return;
           }
           report.gone.push(c.connectionId);
-          if (this.clock.now() - c.connectedAt >= this.goneGraceMs) {
-            await this.disconnect(c.connectionId);
-          }
+          await disconnectGone(this.gone, c.connectionId, c);
         } catch (error) {
           report.failed.push({ connectionId: c.connectionId, error });
           this.logger.error('ping failed', {
@@ -355,7 +406,11 @@ export class Gateway {
       if (this.config.allowAnonymous) return '';
       throw new UnauthorizedError('no token: expected a JWT in jid', { reason: 'missing' });
     }
-    const { identity } = await verifyConnectToken(token, this.config.jwtSecret ?? '', this.clock);
+    const { identity } = await verifyConnectToken(token, this.config.jwtSecret ?? '', this.clock, {
+      clockSkewSeconds: this.config.jwtClockSkew,
+      ...(this.config.jwtIssuer !== undefined ? { issuer: this.config.jwtIssuer } : {}),
+      ...(this.config.jwtAudience !== undefined ? { audience: this.config.jwtAudience } : {}),
+    });
     return identity;
   }
 
@@ -417,7 +472,7 @@ export class Gateway {
     );
     if (subs.length === 0) {
       if (command === 'history') await post({ type: 'reject_history', identifier });
-      throw new ProtocolError(`unknown identifier: ${identifier}, subscribe first`, {
+      throw new ProtocolError('unknown identifier: subscribe first', {
         connectionId,
         command,
         identifier,
@@ -487,8 +542,26 @@ export class Gateway {
     }
   }
 
-  /** The stream of a `$pubsub` identifier, or why it is refused. */
+  /**
+   * The stream of a `$pubsub` identifier, or why it is refused. The identifier and the
+   * stream become the subscription's sort key: each has a limit
+   * ({@link MAX_IDENTIFIER_BYTES}, {@link MAX_STREAM_BYTES}).
+   */
   private resolveStream(identifier: string): { stream: string; whisper: boolean } | string {
+    const resolved = this.streamOf(identifier);
+    if (typeof resolved === 'string') return resolved;
+    const bytes = utf8Bytes(resolved.stream);
+    if (bytes > MAX_STREAM_BYTES) {
+      return `stream name is ${bytes} bytes, the limit is ${MAX_STREAM_BYTES} (UTF-8)`;
+    }
+    return resolved;
+  }
+
+  private streamOf(identifier: string): { stream: string; whisper: boolean } | string {
+    const idBytes = utf8Bytes(identifier);
+    if (idBytes > MAX_IDENTIFIER_BYTES) {
+      return `identifier is ${idBytes} bytes, the limit is ${MAX_IDENTIFIER_BYTES} (UTF-8)`;
+    }
     let params: Record<string, unknown>;
     try {
       const parsed: unknown = JSON.parse(identifier);
@@ -529,10 +602,20 @@ export class Gateway {
     const positions = (
       typeof request.streams === 'object' && request.streams !== null ? request.streams : {}
     ) as Record<string, unknown>;
+    const streams = [...new Set(subs.map((s) => s.stream))];
+    const invalid = invalidHistoryRequest(request, positions, streams);
+    if (invalid) {
+      await post({ type: 'reject_history', identifier });
+      throw new ProtocolError(`history rejected: ${invalid}`, {
+        connectionId,
+        command: 'history',
+        identifier,
+      });
+    }
     const since = typeof request.since === 'number' ? request.since : undefined;
     const missed: StreamMessage[] = [];
     try {
-      for (const stream of new Set(subs.map((s) => s.stream))) {
+      for (const stream of streams) {
         const at = positions[stream] as { epoch?: unknown; offset?: unknown } | undefined;
         if (at && typeof at.epoch === 'string' && typeof at.offset === 'number') {
           missed.push(...(await this.broker.historyFrom(stream, at.epoch, at.offset)));
@@ -592,17 +675,49 @@ export class Gateway {
     }
   }
 
-  /** Stores the session of `connection` from its current subscriptions. */
-  private async commit(
+  /**
+   * Stores the session of `connection` from its current subscriptions. Frames of one
+   * connection run in separate Lambdas at once: the subscriptions are read after the
+   * session, and a write over a session another frame committed in between is redone.
+   */
+  private async commit(connection: ConnectionRecord): Promise<void> {
+    await this.updateSession(connection.sid, (bytes) =>
+      this.sessionOf(connection, Session.decode(bytes)),
+    );
+  }
+
+  /** Gives a claimed welcome back (its post did not reach the client): the next call posts it. */
+  private async releaseWelcome(
     connection: ConnectionRecord,
-    changes: Partial<Pick<SessionState, 'welcomed'>> = {},
+    restoredIds: readonly string[] | undefined,
   ): Promise<void> {
-    const [current, subs] = await Promise.all([
-      this.broker.restoreSession(connection.sid).then(Session.decode),
-      this.store.subscriptionsOf(connection.connectionId),
-    ]);
+    try {
+      await this.updateSession(connection.sid, async (bytes) => {
+        const current = Session.decode(bytes);
+        if (!current?.welcomed) return undefined;
+        return this.sessionOf(connection, current, {
+          welcomed: false,
+          ...(restoredIds ? { restoredIds } : {}),
+        });
+      });
+    } catch (error) {
+      this.logger.error('welcome: claim not released', {
+        connectionId: connection.connectionId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+  }
+
+  /** The session of `connection`: `current` with `changes`, subscriptions read from the store now. */
+  private async sessionOf(
+    connection: ConnectionRecord,
+    current: SessionState | undefined,
+    changes: Pick<SessionState, 'welcomed' | 'restoredIds'> = {},
+  ): Promise<Session> {
+    const subs = await this.store.subscriptionsOf(connection.connectionId);
     const welcomed = changes.welcomed ?? current?.welcomed ?? false;
-    const state: SessionState = {
+    const restoredIds = changes.restoredIds ?? current?.restoredIds;
+    return new Session({
       identity: connection.identity,
       protocol: connection.protocol,
       subscriptions: subs.map((s) => ({
@@ -611,8 +726,57 @@ export class Gateway {
         whisper: s.whisper ?? false,
       })),
       welcomed,
-      ...(!welcomed && current?.restoredIds ? { restoredIds: current.restoredIds } : {}),
-    };
-    await this.broker.commitSession(connection.sid, new Session(state));
+      ...(!welcomed && restoredIds ? { restoredIds } : {}),
+    });
   }
+
+  /**
+   * Read-modify-write of a session: the broker's {@link Broker.updateSession} (optimistic,
+   * retried on a concurrent write) where it has one, else a read then a commit.
+   */
+  private async updateSession(sid: string, update: SessionUpdate): Promise<boolean> {
+    if (this.broker.updateSession) return this.broker.updateSession(sid, update);
+    const next = await update(await this.broker.restoreSession(sid));
+    if (!next) return false;
+    await this.broker.commitSession(sid, next);
+    return true;
+  }
+}
+
+/**
+ * An identifier as logged: a signed stream name is a bearer credential for its stream,
+ * so an identifier that carries one is logged as a fingerprint.
+ */
+function loggedIdentifier(identifier: string | undefined): string | undefined {
+  if (identifier === undefined || !identifier.includes('signed_stream_name')) return identifier;
+  return `signed:${fingerprint(identifier)}`;
+}
+
+/**
+ * Why a history request is malformed, or `undefined`: `since` must be a number of seconds
+ * >= 0, and the position of a subscribed stream an object with a non-empty string `epoch`
+ * and an integer `offset` >= 0 (a client error, answered with `reject_history`).
+ */
+function invalidHistoryRequest(
+  request: HistoryRequest,
+  positions: Record<string, unknown>,
+  streams: readonly string[],
+): string | undefined {
+  const { since } = request;
+  if (since !== undefined && (typeof since !== 'number' || !Number.isFinite(since) || since < 0)) {
+    return `since must be a number of seconds >= 0, got: ${JSON.stringify(since)}`;
+  }
+  for (const stream of streams) {
+    const at = positions[stream];
+    if (at === undefined) continue;
+    if (typeof at !== 'object' || at === null) return 'a stream position must be an object';
+    const { epoch, offset } = at as { epoch?: unknown; offset?: unknown };
+    if (typeof epoch !== 'string' || epoch.length === 0) {
+      return `epoch must be a non-empty string, got: ${JSON.stringify(epoch)}`;
+    }
+    if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0) {
+      return `offset must be an integer >= 0, got: ${JSON.stringify(offset)}`;
+    }
+  }
+  return undefined;
 }

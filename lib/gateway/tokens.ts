@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import { UnauthorizedError } from '../errors.js';
+import { MAX_IDENTITY_BYTES, utf8Bytes } from '../limits.js';
 import { type Clock, systemClock } from '../messaging/types.js';
 
 /**
@@ -58,15 +59,31 @@ export async function createConnectToken(
   return jwt.sign(key(secret));
 }
 
+/** Checks of {@link verifyConnectToken} beyond the signature. */
+export interface VerifyTokenOptions {
+  /**
+   * Seconds a token's `exp` (and `nbf`) may be off the clock.
+   * @default 30
+   */
+  readonly clockSkewSeconds?: number;
+  /** Required `iss`; unset: not checked. @default undefined */
+  readonly issuer?: string;
+  /** Required `aud` (one of the token's audiences); unset: not checked. @default undefined */
+  readonly audience?: string;
+}
+
 /**
- * Verifies a connect token (HS256, `exp` checked against `clock`). The identity is the
- * `ext` claim when present (AnyCable JWT identification), else `sub`. Throws
- * {@link UnauthorizedError} for a malformed, forged or expired token, or one without identity.
+ * Verifies a connect token: HS256, an `exp` claim is required and checked against
+ * `clock` with `clockSkewSeconds` of tolerance, `iss` and `aud` when configured. The
+ * identity is the `ext` claim when present (AnyCable JWT identification), else `sub`; it
+ * is at most {@link MAX_IDENTITY_BYTES}. Throws {@link UnauthorizedError} for a malformed,
+ * forged or expired token, one without `exp`, or one without (or with a too long) identity.
  */
 export async function verifyConnectToken(
   token: string,
   secret: string,
   clock: Clock = systemClock,
+  options: VerifyTokenOptions = {},
 ): Promise<{ identity: string }> {
   if (!token) throw new UnauthorizedError('no token: expected a JWT in jid', { reason: 'missing' });
   if (!secret) {
@@ -79,6 +96,10 @@ export async function verifyConnectToken(
     ({ payload } = await jwtVerify(token, key(secret), {
       algorithms: ['HS256'],
       currentDate: new Date(clock.now()),
+      requiredClaims: ['exp'],
+      clockTolerance: options.clockSkewSeconds ?? 30,
+      ...(options.issuer !== undefined ? { issuer: options.issuer } : {}),
+      ...(options.audience !== undefined ? { audience: options.audience } : {}),
     }));
   } catch (error) {
     throw new UnauthorizedError(`token refused: ${describe(error)}`, {
@@ -93,6 +114,13 @@ export async function verifyConnectToken(
     throw new UnauthorizedError('token has no identity: expected a sub or ext claim', {
       reason: 'claims',
     });
+  }
+  const bytes = utf8Bytes(identity);
+  if (bytes > MAX_IDENTITY_BYTES) {
+    throw new UnauthorizedError(
+      `token identity is ${bytes} bytes, the limit is ${MAX_IDENTITY_BYTES} (UTF-8)`,
+      { reason: 'claims' },
+    );
   }
   return { identity };
 }

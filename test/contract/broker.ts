@@ -279,6 +279,111 @@ export function brokerContract(name: string, factory: BrokerFactory): void {
         expect(decode(await broker.restoreSession(sid))).toBe('v2');
       });
 
+      describe('updateSession', () => {
+        const update = async (
+          sid: string,
+          fn: (current: string | null) => Promise<string | undefined> | string | undefined,
+        ) => {
+          if (!broker.updateSession) throw new Error(`${name} has no updateSession`);
+          return broker.updateSession(sid, async (bytes) => {
+            const next = await fn(decode(bytes));
+            return next === undefined ? undefined : session(next);
+          });
+        };
+
+        it('passes the stored session (null when unknown) and writes what the update returns', async () => {
+          const sid = streamName('sid');
+          const seen: (string | null)[] = [];
+          expect(
+            await update(sid, (c) => {
+              seen.push(c);
+              return 'v1';
+            }),
+          ).toBe(true);
+          expect(
+            await update(sid, (c) => {
+              seen.push(c);
+              return `${c}+v2`;
+            }),
+          ).toBe(true);
+          expect(seen).toEqual([null, 'v1']);
+          expect(decode(await broker.restoreSession(sid))).toBe('v1+v2');
+        });
+
+        it('writes nothing when the update returns undefined', async () => {
+          const sid = streamName('sid');
+          await broker.commitSession(sid, session('kept'));
+          expect(await update(sid, () => undefined)).toBe(false);
+          expect(decode(await broker.restoreSession(sid))).toBe('kept');
+        });
+
+        it('loses no write of concurrent updates: each one that read a stale session runs again', async () => {
+          const sid = streamName('sid');
+          await broker.commitSession(sid, session(''));
+          const writers = ['a', 'b', 'c', 'd', 'e'];
+          let firstReads = 0;
+          let allRead!: () => void;
+          const everyoneRead = new Promise<void>((r) => {
+            allRead = r;
+          });
+          const first = new Set<string>();
+          await Promise.all(
+            writers.map((w) =>
+              update(sid, async (current) => {
+                if (!first.has(w)) {
+                  // Every writer reads the same version before any of them writes.
+                  first.add(w);
+                  if (++firstReads === writers.length) allRead();
+                  await everyoneRead;
+                }
+                return `${current}${w}`;
+              }),
+            ),
+          );
+          const final = decode(await broker.restoreSession(sid));
+          expect([...(final ?? '')].sort()).toEqual(writers);
+        });
+
+        it('runs again when a commitSession landed between its read and its write', async () => {
+          const sid = streamName('sid');
+          await broker.commitSession(sid, session('v1'));
+          const seen: (string | null)[] = [];
+          await update(sid, async (current) => {
+            seen.push(current);
+            if (seen.length === 1) await broker.commitSession(sid, session('other'));
+            return `${current}+mine`;
+          });
+          expect(seen).toEqual(['v1', 'other']);
+          expect(decode(await broker.restoreSession(sid))).toBe('other+mine');
+        });
+
+        it('keeps a finished session alive, like commitSession', async () => {
+          const sid = streamName('sid');
+          await make({ sessionsTtl: 60 });
+          await broker.commitSession(sid, session('v1'));
+          await broker.finishSession(sid);
+          clock.advanceSeconds(50);
+          await update(sid, () => 'v2');
+          clock.advanceSeconds(50);
+          expect(decode(await broker.restoreSession(sid))).toBe('v2');
+        });
+
+        it('treats an expired session as unknown', async () => {
+          const sid = streamName('sid');
+          await make({ sessionsTtl: 60 });
+          await broker.commitSession(sid, session('old'));
+          await broker.finishSession(sid);
+          clock.advanceSeconds(61);
+          const seen: (string | null)[] = [];
+          await update(sid, (c) => {
+            seen.push(c);
+            return 'new';
+          });
+          expect(seen).toEqual([null]);
+          expect(decode(await broker.restoreSession(sid))).toBe('new');
+        });
+      });
+
       it('keeps an unfinished session beyond sessionsTtl', async () => {
         const sid = streamName('sid');
         await make({ sessionsTtl: 60 });

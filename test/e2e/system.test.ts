@@ -340,6 +340,12 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
     'a ping answered 410 disconnects the connection',
   'pinger dynamodb:UpdateItem table/lambdacable-local-sessions':
     'a ping answered 410 finishes the session',
+  'broadcast dynamodb:UpdateItem table/lambdacable-local-sessions':
+    'a broadcast answered 410 finishes the session',
+  'wsDefault dynamodb:BatchWriteItem table/lambdacable-local-connections':
+    'a whisper answered 410 disconnects the connection',
+  'wsDefault dynamodb:UpdateItem table/lambdacable-local-sessions':
+    'a whisper answered 410 finishes the session',
 };
 
 // Last in this file: it reads the calls every test above made.

@@ -9,6 +9,7 @@ import {
 } from '../../lib';
 import { brokerContract } from '../contract/broker';
 import { connectionStoreContract } from '../contract/connections';
+import { gatewaySessionContract } from '../contract/sessions';
 import { testResources } from '../helpers/aws';
 import { OrderPlaced } from '../helpers/events';
 
@@ -33,6 +34,21 @@ brokerContract('DynamoBroker', async ({ broadcaster, config, clock }) => {
 connectionStoreContract('DynamoConnectionStore', async () => {
   const res = await resources();
   return new DynamoConnectionStore({ client: res.dynamodb, tableName: res.tables.connections });
+});
+
+gatewaySessionContract('DynamoConnectionStore + DynamoBroker', async ({ clock }) => {
+  const res = await resources();
+  return {
+    store: new DynamoConnectionStore({ client: res.dynamodb, tableName: res.tables.connections }),
+    broker: (broadcaster) =>
+      new DynamoBroker({
+        client: res.dynamodb,
+        historyTable: res.tables.history,
+        sessionsTable: res.tables.sessions,
+        broadcaster,
+        clock,
+      }),
+  };
 });
 
 describe('DynamoAckStore', () => {

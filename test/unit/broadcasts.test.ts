@@ -3,6 +3,10 @@ import {
   BroadcastEvent,
   COMMANDS_KEY,
   hasBroadcastKey,
+  LimitExceededError,
+  MAX_BROADCAST_BODY_BYTES,
+  MAX_BROADCAST_DATA_BYTES,
+  MAX_STREAM_BYTES,
   MessageFormatError,
   parseBroadcastRequest,
   RemoteCommandEvent,
@@ -64,5 +68,64 @@ describe('built-in broadcast events', () => {
   it('keys a broadcast by its stream and every command by one partition', () => {
     expect(BroadcastEvent.keyOf({ stream: 'chat/9', data: '' })).toBe('chat/9');
     expect(RemoteCommandEvent.keyOf({ command: 'disconnect', payload: '{}' })).toBe(COMMANDS_KEY);
+  });
+});
+
+describe('parseBroadcastRequest limits', () => {
+  it(`refuses a body over ${MAX_BROADCAST_BODY_BYTES} bytes as a payload too large`, () => {
+    const body = JSON.stringify({ stream: 'a', data: 'x'.repeat(MAX_BROADCAST_BODY_BYTES) });
+    const error = (() => {
+      try {
+        parseBroadcastRequest(body);
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(LimitExceededError);
+    expect(error).toMatchObject({ kind: 'payload', limit: MAX_BROADCAST_BODY_BYTES });
+    expect((error as Error).message).toContain(`the limit is ${MAX_BROADCAST_BODY_BYTES}`);
+  });
+
+  it(`refuses data over ${MAX_BROADCAST_DATA_BYTES} bytes, also once re-encoded for clients`, () => {
+    const big = JSON.stringify({ stream: 'a', data: 'x'.repeat(MAX_BROADCAST_DATA_BYTES + 1) });
+    expect(() => parseBroadcastRequest(big)).toThrow(
+      expect.objectContaining({ kind: 'payload', limit: MAX_BROADCAST_DATA_BYTES }),
+    );
+    // Not JSON, so clients get it as a JSON string: every control character becomes \u00XX.
+    const expands = JSON.stringify({ stream: 'a', data: '\u0001'.repeat(20_000) });
+    expect(() => parseBroadcastRequest(expands)).toThrow(LimitExceededError);
+    const fits = JSON.stringify({ stream: 'a', data: 'x'.repeat(MAX_BROADCAST_DATA_BYTES - 2) });
+    expect(parseBroadcastRequest(fits)).toHaveLength(1);
+  });
+
+  it(`refuses a stream name over ${MAX_STREAM_BYTES} bytes (UTF-8) as a bad key`, () => {
+    const body = JSON.stringify([
+      { stream: 'ok', data: 'x' },
+      { stream: 'ü'.repeat(MAX_STREAM_BYTES / 2 + 1), data: 'x' },
+    ]);
+    expect(() => parseBroadcastRequest(body)).toThrow(
+      expect.objectContaining({
+        kind: 'key',
+        limit: MAX_STREAM_BYTES,
+        message: expect.stringContaining(`at index 1: "stream" is 258 bytes, the limit is 256`),
+      }),
+    );
+  });
+
+  it(`refuses a remote command over ${MAX_BROADCAST_DATA_BYTES} bytes`, () => {
+    const body = JSON.stringify({
+      command: 'disconnect',
+      payload: { identity: 'x'.repeat(MAX_BROADCAST_DATA_BYTES) },
+    });
+    expect(() => parseBroadcastRequest(body)).toThrow(
+      expect.objectContaining({ kind: 'payload', what: 'command' }),
+    );
+  });
+
+  it('accepts stream names with spaces and non-ASCII characters', () => {
+    const body = JSON.stringify({ stream: 'chat room/café 🎉', data: '1' });
+    expect(parseBroadcastRequest(body)).toEqual([
+      { kind: 'broadcast', broadcast: { stream: 'chat room/café 🎉', data: '1' } },
+    ]);
   });
 });

@@ -14,6 +14,7 @@ import {
   MemoryConnectionStore,
   signStreamName,
 } from '../../lib';
+import { gatewaySessionContract } from '../contract/sessions';
 import { FakeClock } from '../helpers/clock';
 
 const EXT = 'actioncable-v1-ext-json';
@@ -49,7 +50,8 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
   const store = new MemoryConnectionStore();
   const api = new MemoryConnectionApi();
   const logger = new RecordingLogger();
-  const broadcaster = new GatewayBroadcaster({ store, api, clock, logger });
+  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
+  const broadcaster = new GatewayBroadcaster({ store, api, clock, logger, sessions });
   const broker = new MemoryBroker({ broadcaster, clock });
   const config: GatewayConfig = {
     ...defaultGatewayConfig(),
@@ -116,6 +118,11 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
   };
 }
 
+gatewaySessionContract('MemoryConnectionStore + MemoryBroker', async ({ clock }) => ({
+  store: new MemoryConnectionStore(),
+  broker: (broadcaster) => new MemoryBroker({ broadcaster, clock }),
+}));
+
 describe('Gateway: connecting', () => {
   it('welcomes a client with a valid JWT with its new sid, once', async () => {
     const t = setup();
@@ -159,14 +166,14 @@ describe('Gateway: connecting', () => {
     expect(t.api.isClosed('c1')).toBe(true);
   });
 
-  it('disconnects an expired token as unauthorized', async () => {
+  it('disconnects an expired token as token_expired (AnyCable clients refresh it)', async () => {
     const t = setup();
     const jid = await t.token('alice', 60);
-    t.clock.advanceSeconds(61);
+    t.clock.advanceSeconds(60 + defaultGatewayConfig().jwtClockSkew + 1);
     await t.gateway.connect({ connectionId: 'c1', query: { jid }, protocols: EXT });
     await t.gateway.welcome('c1');
     expect(t.frames('c1')).toEqual([
-      { type: 'disconnect', reason: 'unauthorized', reconnect: false },
+      { type: 'disconnect', reason: 'token_expired', reconnect: false },
     ]);
     expect(t.api.isClosed('c1')).toBe(true);
   });
@@ -208,6 +215,23 @@ describe('Gateway: connecting', () => {
     t.api.markGone('c1');
     expect(await t.gateway.welcome('c1')).toBe(false);
     expect(await t.gateway.welcome('unknown')).toBe(false);
+  });
+
+  it('gives a claimed welcome back when its post throws, so the next call posts it', async () => {
+    const t = setup();
+    await t.gateway.connect({
+      connectionId: 'c1',
+      query: { jid: await t.token('a') },
+      protocols: EXT,
+    });
+    const post = t.api.post.bind(t.api);
+    t.api.post = async () => {
+      t.api.post = post;
+      throw new Error('throttled');
+    };
+    await expect(t.gateway.welcome('c1')).rejects.toThrow('throttled');
+    expect(await t.gateway.welcome('c1')).toBe(true);
+    expect(t.frames('c1')).toEqual([{ type: 'welcome', sid: 'sid-1' }]);
   });
 
   it('finishes the session and removes the connection on disconnect', async () => {
@@ -379,7 +403,8 @@ describe('Gateway: broadcasts', () => {
     for (let i = 0; i < 40; i++) {
       await store.addSubscription({ connectionId: `c${i}`, stream: 's', identifier: 'i' });
     }
-    await new GatewayBroadcaster({ store, api, concurrency: 7 }).broadcast({
+    const sessions = { finishSession: async () => {} };
+    await new GatewayBroadcaster({ store, api, sessions, concurrency: 7 }).broadcast({
       stream: 's',
       data: '1',
     });
@@ -664,6 +689,53 @@ describe('Gateway: pings', () => {
   });
 });
 
+describe('Gateway: gone connections', () => {
+  const paths = [
+    ['a broadcast', (t: ReturnType<typeof setup>) => t.publish('s', { n: 1 })],
+    [
+      'a whisper',
+      (t: ReturnType<typeof setup>) =>
+        t.send('c1', { command: 'whisper', identifier: pubsub('s'), data: { typing: true } }),
+    ],
+    ['a ping', (t: ReturnType<typeof setup>) => t.gateway.pingAll()],
+  ] as const;
+
+  it.each(paths)(
+    'leaves a connection that answers 410 to %s alone while it is young, then disconnects it',
+    async (_, deliver) => {
+      const t = setup({ publicStreams: true });
+      await t.open('c1');
+      await t.open('c2');
+      await t.subscribe('c1', pubsub('s'));
+      await t.subscribe('c2', pubsub('s'));
+      t.api.markGone('c2');
+      await deliver(t);
+      expect(await t.store.getConnection('c2')).toBeDefined();
+      expect(await t.store.subscriptionsOf('c2')).toHaveLength(1);
+
+      t.clock.advanceSeconds(11);
+      await deliver(t);
+      expect(await t.store.getConnection('c2')).toBeUndefined();
+      expect(await t.store.subscriptionsOf('c2')).toEqual([]);
+      // Disconnected as by $disconnect: the session is finished, so it expires.
+      t.clock.advanceSeconds(defaultBrokerConfig().sessionsTtl - 1);
+      expect(await t.broker.restoreSession('sid-2')).not.toBeNull();
+      t.clock.advanceSeconds(2);
+      expect(await t.broker.restoreSession('sid-2')).toBeNull();
+      expect(await t.broker.restoreSession('sid-1')).not.toBeNull();
+      expect(await t.store.getConnection('c1')).toBeDefined();
+    },
+  );
+
+  it('removes the leftover subscriptions of a connection that is already gone from the store', async () => {
+    const t = setup({ publicStreams: true });
+    await t.store.addSubscription({ connectionId: 'ghost', stream: 's', identifier: pubsub('s') });
+    t.api.markGone('ghost');
+    await t.publish('s', { n: 1 });
+    expect(await t.store.subscriptionsOf('ghost')).toEqual([]);
+  });
+});
+
 describe('configFromEnv', () => {
   it('uses the documented defaults for an empty environment', () => {
     expect(configFromEnv({})).toEqual(defaultGatewayConfig());
@@ -693,6 +765,7 @@ describe('configFromEnv', () => {
     });
     expect(config).toEqual({
       pingInterval: 5,
+      jwtClockSkew: 30,
       jwtSecret: 'j',
       streamsSecret: 's',
       publicStreams: true,

@@ -49,10 +49,10 @@ describe('connect tokens', () => {
     expect(await verifyConnectToken(token, 'k', clock)).toEqual({ identity: ext });
   });
 
-  it('refuses a token after exp, measured on the injected clock', async () => {
+  it('refuses a token after exp plus the 30 s skew, measured on the injected clock', async () => {
     const clock = new FakeClock();
     const token = await createConnectToken({ sub: 'alice', ttlSeconds: 60 }, 'k', clock);
-    clock.advanceSeconds(59);
+    clock.advanceSeconds(89);
     await expect(verifyConnectToken(token, 'k', clock)).resolves.toEqual({ identity: 'alice' });
     clock.advanceSeconds(2);
     const error = await verifyConnectToken(token, 'k', clock).catch((e: unknown) => e);
@@ -77,5 +77,57 @@ describe('connect tokens', () => {
     expect(await reason(verifyConnectToken(anonymous, 'k', clock))).toBe('claims');
     const none = `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from('{"sub":"x"}').toString('base64url')}.`;
     expect(await reason(verifyConnectToken(none, 'k', clock))).not.toBe('accepted');
+  });
+});
+
+describe('connect token checks', () => {
+  const secret = 'jwt';
+  const clock = new FakeClock(1_700_000_000_000);
+  const now = 1_700_000_000;
+  const sign = (claims: Record<string, unknown>, exp?: number) => {
+    const jwt = new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject('u1');
+    if (exp !== undefined) jwt.setExpirationTime(exp);
+    return jwt.sign(new TextEncoder().encode(secret));
+  };
+
+  it('requires exp', async () => {
+    await expect(verifyConnectToken(await sign({}), secret, clock)).rejects.toMatchObject({
+      reason: 'claims',
+    });
+  });
+
+  it('tolerates 30 s of clock skew by default, and the configured amount', async () => {
+    const token = await sign({}, now - 20);
+    await expect(verifyConnectToken(token, secret, clock)).resolves.toEqual({ identity: 'u1' });
+    await expect(
+      verifyConnectToken(token, secret, clock, { clockSkewSeconds: 10 }),
+    ).rejects.toMatchObject({ reason: 'expired' });
+    await expect(
+      verifyConnectToken(await sign({}, now - 40), secret, clock),
+    ).rejects.toBeInstanceOf(UnauthorizedError);
+  });
+
+  it('checks iss and aud when given', async () => {
+    const token = await sign({ iss: 'a', aud: ['x', 'y'] }, now + 60);
+    await expect(
+      verifyConnectToken(token, secret, clock, { issuer: 'a', audience: 'y' }),
+    ).resolves.toEqual({ identity: 'u1' });
+    await expect(verifyConnectToken(token, secret, clock, { audience: 'z' })).rejects.toMatchObject(
+      { reason: 'claims' },
+    );
+    await expect(verifyConnectToken(token, secret, clock, { issuer: 'b' })).rejects.toMatchObject({
+      reason: 'claims',
+    });
+    await expect(
+      verifyConnectToken(await sign({}, now + 60), secret, clock, { audience: 'x' }),
+    ).rejects.toMatchObject({ reason: 'claims' });
+  });
+
+  it('refuses an identity over 1024 bytes', async () => {
+    const token = await sign({ ext: 'é'.repeat(513) }, now + 60);
+    await expect(verifyConnectToken(token, secret, clock)).rejects.toMatchObject({
+      reason: 'claims',
+      message: expect.stringContaining('the limit is 1024'),
+    });
   });
 });

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   ConditionalCheckFailedException,
   DeleteItemCommand,
@@ -28,6 +29,7 @@ import {
   type BrokerConfig,
   type Cacheable,
   defaultBrokerConfig,
+  type SessionUpdate,
   type StreamMessage,
 } from '../../broker/types.js';
 import { AwsResourceError } from '../../errors.js';
@@ -48,6 +50,8 @@ export interface DynamoBrokerOptions {
 }
 
 const META = '0';
+/** Tries of {@link DynamoBroker.updateSession} before it gives up under contention. */
+const SESSION_UPDATE_ATTEMPTS = 25;
 
 /**
  * The broker on DynamoDB: per-stream meta item (epoch created first-writer-wins by
@@ -228,13 +232,69 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       this.client.send(
         new PutItemCommand({
           TableName: this.options.sessionsTable,
-          Item: { pk: { S: sid }, data: { B: data }, expiresAt: { N: String(expiresAt) } },
+          Item: this.sessionItem(sid, data, expiresAt),
         }),
       ),
     );
   }
 
   async restoreSession(sid: string): Promise<Uint8Array | null> {
+    return (await this.readSession(sid)).data;
+  }
+
+  /**
+   * Optimistic concurrency on the session item's `version`, a token every write replaces:
+   * the write is conditioned on the version read, and a write that lost the race reads
+   * again and retries.
+   */
+  async updateSession(sid: string, update: SessionUpdate): Promise<boolean> {
+    const table = this.options.sessionsTable;
+    for (let attempt = 1; ; attempt++) {
+      const current = await this.readSession(sid);
+      const next = await update(current.data);
+      if (!next) return false;
+      const data = await next.toCacheEntry();
+      const expiresAt = activeSessionExpiry(this.clock.now(), this.config) / 1000;
+      try {
+        await this.client.send(
+          new PutItemCommand({
+            TableName: table,
+            Item: this.sessionItem(sid, data, expiresAt),
+            ConditionExpression:
+              current.version === undefined ? 'attribute_not_exists(#version)' : '#version = :v',
+            ExpressionAttributeNames: { '#version': 'version' },
+            ...(current.version === undefined
+              ? {}
+              : { ExpressionAttributeValues: { ':v': { S: current.version } } }),
+          }),
+        );
+        return true;
+      } catch (error) {
+        if (error instanceof ConditionalCheckFailedException && attempt < SESSION_UPDATE_ATTEMPTS) {
+          // Spreads writers that keep colliding (a client subscribing to many streams at once).
+          await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
+          continue;
+        }
+        throw new AwsResourceError(
+          `PutItem on ${table} failed for ${sid} after ${attempt} attempts: ${(error as Error).name}`,
+          { resource: table, ids: [sid], cause: error },
+        );
+      }
+    }
+  }
+
+  /** A session item with a new version token. */
+  private sessionItem(sid: string, data: Uint8Array, expiresAt: number) {
+    return {
+      pk: { S: sid },
+      data: { B: data },
+      expiresAt: { N: String(expiresAt) },
+      version: { S: randomUUID() },
+    };
+  }
+
+  /** The live session's data (`null` when unknown or expired) and the item's version. */
+  private async readSession(sid: string): Promise<{ data: Uint8Array | null; version?: string }> {
     const out = await this.call('GetItem', this.options.sessionsTable, sid, () =>
       this.client.send(
         new GetItemCommand({
@@ -245,8 +305,10 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       ),
     );
     const item = out.Item;
-    if (!item?.data?.B || Number(item.expiresAt?.N) * 1000 <= this.clock.now()) return null;
-    return item.data.B;
+    const data = item?.data?.B;
+    const version = item?.version?.S;
+    const live = data !== undefined && Number(item?.expiresAt?.N) * 1000 > this.clock.now();
+    return { data: live ? data : null, ...(version === undefined ? {} : { version }) };
   }
 
   async finishSession(sid: string): Promise<void> {

@@ -10,6 +10,14 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { ConnectionRecord, ConnectionStore, Subscription } from '../../gateway/connections.js';
+import {
+  checkKeyBytes,
+  MAX_CONNECTION_ID_BYTES,
+  MAX_IDENTIFIER_BYTES,
+  MAX_IDENTITY_BYTES,
+  MAX_STREAM_BYTES,
+  utf8Bytes,
+} from '../../limits.js';
 import { awsCall } from '../call.js';
 
 /** The GSI from stream to subscribed connections. */
@@ -39,7 +47,10 @@ const ITEM_TTL_SECONDS = 3 * 3600;
 export class DynamoConnectionStore implements ConnectionStore {
   constructor(private readonly options: { client: DynamoDBClient; tableName: string }) {}
 
+  /** Throws {@link LimitExceededError} for a connection id or identity over its limit. */
   async putConnection(c: ConnectionRecord): Promise<void> {
+    checkKeyBytes('connection id', c.connectionId, MAX_CONNECTION_ID_BYTES);
+    checkKeyBytes('identity', c.identity, MAX_IDENTITY_BYTES);
     const item = marshall(
       {
         pk: `c#${c.connectionId}`,
@@ -52,6 +63,7 @@ export class DynamoConnectionStore implements ConnectionStore {
         protocol: c.protocol,
         connectedAt: c.connectedAt,
         endpoint: c.endpoint,
+        refusal: c.refusal,
         expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
       },
       { removeUndefinedValues: true },
@@ -64,6 +76,8 @@ export class DynamoConnectionStore implements ConnectionStore {
   }
 
   async getConnection(connectionId: string): Promise<ConnectionRecord | undefined> {
+    // A key DynamoDB would refuse was never stored.
+    if (utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES) return undefined;
     const out = await this.call('GetItem', connectionId, () =>
       this.options.client.send(
         new GetItemCommand({
@@ -78,6 +92,7 @@ export class DynamoConnectionStore implements ConnectionStore {
 
   async connectionsOf(identity: string): Promise<ConnectionRecord[]> {
     const out: ConnectionRecord[] = [];
+    if (utf8Bytes(identity) > MAX_IDENTITY_BYTES) return out;
     for await (const items of this.query(identity, {
       IndexName: IDENTITY_INDEX,
       KeyConditionExpression: '#identity = :v',
@@ -89,7 +104,11 @@ export class DynamoConnectionStore implements ConnectionStore {
     return out;
   }
 
+  /** Throws {@link LimitExceededError} for a key part over its limit. */
   async addSubscription(s: Subscription): Promise<void> {
+    checkKeyBytes('connection id', s.connectionId, MAX_CONNECTION_ID_BYTES);
+    checkKeyBytes('stream name', s.stream, MAX_STREAM_BYTES);
+    checkKeyBytes('identifier', s.identifier, MAX_IDENTIFIER_BYTES);
     const item = marshall(
       {
         pk: `c#${s.connectionId}`,
@@ -116,6 +135,13 @@ export class DynamoConnectionStore implements ConnectionStore {
     stream: string,
     identifier: string,
   ): Promise<void> {
+    if (
+      utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES ||
+      utf8Bytes(stream) > MAX_STREAM_BYTES ||
+      utf8Bytes(identifier) > MAX_IDENTIFIER_BYTES
+    ) {
+      return; // never stored
+    }
     await this.call('DeleteItem', connectionId, () =>
       this.options.client.send(
         new DeleteItemCommand({
@@ -128,6 +154,7 @@ export class DynamoConnectionStore implements ConnectionStore {
 
   async subscriptionsOf(connectionId: string): Promise<Subscription[]> {
     const out: Subscription[] = [];
+    if (utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES) return out;
     for await (const items of this.query(connectionId, {
       KeyConditionExpression: 'pk = :pk AND begins_with(sk, :s)',
       ExpressionAttributeValues: { ':pk': { S: `c#${connectionId}` }, ':s': { S: 's#' } },
@@ -139,6 +166,7 @@ export class DynamoConnectionStore implements ConnectionStore {
   }
 
   async *subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
+    if (utf8Bytes(stream) > MAX_STREAM_BYTES) return;
     for await (const items of this.query(stream, {
       IndexName: STREAM_INDEX,
       KeyConditionExpression: '#stream = :s',
@@ -226,6 +254,9 @@ function toConnection(row: Record<string, unknown>): ConnectionRecord {
     protocol: String(row.protocol ?? ''),
     connectedAt: Number(row.connectedAt ?? 0),
     ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
+    ...(row.refusal === 'token_expired' || row.refusal === 'unauthorized'
+      ? { refusal: row.refusal }
+      : {}),
   };
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
@@ -28,6 +29,8 @@ interface Entry {
   readonly index: number;
   readonly record: OutboxRecord;
   readonly body: string;
+  readonly groupId: string;
+  readonly dedupId: string;
 }
 
 /** What one relay call did. */
@@ -38,9 +41,54 @@ export interface RelayResult extends DynamoDBBatchResponse {
 
 const BATCH_ENTRIES = 10;
 
+/** Prefix of a hashed {@link messageGroupId}; a raw key that starts with it is hashed too. */
+export const HASHED_ID_PREFIX = '~sha256:';
+
+// SQS: 1–128 characters, each ASCII alphanumeric or punctuation (0x21–0x7E).
+const SQS_ID = /^[\x21-\x7e]{1,128}$/;
+
 /**
- * Relays outbox stream records to SQS FIFO queues (`MessageGroupId` = key,
- * `MessageDeduplicationId` = event id, body = envelope with the stream sequence number as
+ * The SQS `MessageGroupId` of an event key, which consumers see as the message
+ * `partition`: the key itself when SQS accepts it (1–128 ASCII characters from `!` to
+ * `~`, not starting with `~sha256:`), else `~sha256:` + the SHA-256 (hex) of its UTF-8
+ * bytes. One key always gets the same id (per-key order holds), and as a key that starts
+ * with the prefix is always hashed, a kept key never equals a hashed one.
+ */
+export function messageGroupId(key: string): string {
+  return sqsId(key);
+}
+
+/**
+ * The SQS `MessageDeduplicationId` of an event id: the same mapping as
+ * {@link messageGroupId}. Ids from `newEventId` (28 hex digits) are kept as they are;
+ * foreign writers' ids that SQS would refuse are hashed.
+ */
+export function deduplicationId(eventId: string): string {
+  return sqsId(eventId);
+}
+
+/**
+ * `json` with every non-ASCII character as a `\uXXXX` escape: the same JSON value, in
+ * characters every SQS accepts. SQS refuses U+FFFE and U+FFFF in a body (and fauxqs
+ * everything beyond U+FFFF), which a key or header could carry; a body it refuses would
+ * be retried forever and stall the shard.
+ */
+export function asciiJson(json: string): string {
+  return json.replace(
+    /[\u0080-\uffff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+function sqsId(value: string): string {
+  if (SQS_ID.test(value) && !value.startsWith(HASHED_ID_PREFIX)) return value;
+  return HASHED_ID_PREFIX + createHash('sha256').update(value, 'utf8').digest('hex');
+}
+
+/**
+ * Relays outbox stream records to SQS FIFO queues (`MessageGroupId` =
+ * {@link messageGroupId} of the key, `MessageDeduplicationId` = {@link deduplicationId} of
+ * the event id, body = envelope with the stream sequence number as
  * offset). Records are sent in order; on a failure, `batchItemFailures` names the first
  * failed record so Lambda retries from there (what was sent again is deduplicated).
  */
@@ -73,7 +121,7 @@ export class OutboxRelay {
         this.onSkipped((error as Error).message, seq);
         return;
       }
-      const body = encodeEnvelope(record, BigInt(seq ?? '0'));
+      const body = asciiJson(encodeEnvelope(record, BigInt(seq ?? '0')));
       if (Buffer.byteLength(body) > this.maxMessageBytes) {
         skipped++;
         this.onSkipped(
@@ -84,7 +132,13 @@ export class OutboxRelay {
       }
       for (const url of this.options.routes[record.topic] ?? []) {
         const list = byQueue.get(url) ?? [];
-        list.push({ index, record, body });
+        list.push({
+          index,
+          record,
+          body,
+          groupId: messageGroupId(record.key),
+          dedupId: deduplicationId(record.id),
+        });
         byQueue.set(url, list);
       }
     });
@@ -113,8 +167,8 @@ export class OutboxRelay {
             Entries: batch.map((e) => ({
               Id: `e${e.index}`,
               MessageBody: e.body,
-              MessageGroupId: e.record.key,
-              MessageDeduplicationId: e.record.id,
+              MessageGroupId: e.groupId,
+              MessageDeduplicationId: e.dedupId,
             })),
           }),
         );
@@ -143,11 +197,11 @@ export class OutboxRelay {
     let bytes = 0;
     let groups = new Set<string>();
     for (const e of entries) {
-      const size = Buffer.byteLength(e.body) + Buffer.byteLength(e.record.key) + e.record.id.length;
+      const size = Buffer.byteLength(e.body) + e.groupId.length + e.dedupId.length;
       if (
         batch.length === BATCH_ENTRIES ||
         bytes + size > this.maxBatchBytes ||
-        groups.has(e.record.key)
+        groups.has(e.groupId)
       ) {
         if (batch.length > 0) yield batch;
         batch = [];
@@ -156,7 +210,7 @@ export class OutboxRelay {
       }
       batch.push(e);
       bytes += size;
-      groups.add(e.record.key);
+      groups.add(e.groupId);
     }
     if (batch.length > 0) yield batch;
   }

@@ -1,0 +1,52 @@
+import { createHash } from 'node:crypto';
+import { LimitExceededError } from './errors.js';
+
+// Every user-supplied value that becomes a DynamoDB key (or a frame API Gateway must
+// carry) has one of these limits, in UTF-8 bytes. DynamoDB allows 2048 bytes for a
+// partition key and 1024 for a sort key; the subscription sort key is
+// `s#<stream>#<identifier>`, so 3 + MAX_STREAM_BYTES + MAX_IDENTIFIER_BYTES <= 1024.
+
+/** Longest stream name (history `pk`, the `byStream` index key, part of the subscription `sk`). */
+export const MAX_STREAM_BYTES = 256;
+/**
+ * Longest channel identifier (part of the subscription `sk`). A signed name of a
+ * {@link MAX_STREAM_BYTES} ASCII stream makes an identifier of about 460 bytes.
+ */
+export const MAX_IDENTIFIER_BYTES = 760;
+/** Longest `sid` a client may send to restore a session (the sessions `pk`); ours are UUIDs. */
+export const MAX_SID_BYTES = 128;
+/** Longest identity a connect token may carry (the `byIdentity` index key). */
+export const MAX_IDENTITY_BYTES = 1024;
+/** Longest connection id (the connections `pk` is `c#<id>`); API Gateway's are 16 characters. */
+export const MAX_CONNECTION_ID_BYTES = 1024;
+/**
+ * Largest broadcast `data`, and its JSON as sent to clients: with the frame around it
+ * (identifier, stream, epoch, offset) it stays under API Gateway's 128 KB per WebSocket
+ * message, and its SQS envelope (Avro, base64) under the relay's 256 KiB.
+ */
+export const MAX_BROADCAST_DATA_BYTES = 96 * 1024;
+/** Largest `POST /_broadcast` body. */
+export const MAX_BROADCAST_BODY_BYTES = 256 * 1024;
+
+/** UTF-8 length of `value`. */
+export function utf8Bytes(value: string): number {
+  return Buffer.byteLength(value, 'utf8');
+}
+
+/** Throws {@link LimitExceededError} (`kind: 'key'`) when `value` is over `limit` bytes. */
+export function checkKeyBytes(what: string, value: string, limit: number): void {
+  const bytes = utf8Bytes(value);
+  if (bytes > limit) {
+    throw new LimitExceededError(`${what} is ${bytes} bytes, the limit is ${limit} (UTF-8)`, {
+      what,
+      bytes,
+      limit,
+      kind: 'key',
+    });
+  }
+}
+
+/** A short, stable fingerprint of a secret-ish value (a sid, a signed name) for logs. */
+export function fingerprint(value: string): string {
+  return createHash('sha256').update(value, 'utf8').digest('hex').slice(0, 12);
+}

@@ -1,0 +1,520 @@
+import { SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
+import {
+  MAX_BROADCAST_BODY_BYTES,
+  MAX_BROADCAST_DATA_BYTES,
+  MAX_STREAM_BYTES,
+  signStreamName,
+} from '../../lib';
+import { until } from '../helpers/cable';
+
+// Bad input of every kind against the real local stack (serverless-offline, DynamoDB Local,
+// fauxqs): each row states the exact answer, and that a good client on the same stack still
+// gets the next broadcast (and, where the protocol keeps the connection open, that the same
+// connection still works).
+
+const EXT = 'actioncable-v1-ext-json';
+const env = {
+  LAMBDACABLE_JWT_SECRET: 'bad-input-jwt-secret',
+  LAMBDACABLE_STREAMS_SECRET: 'bad-input-streams-secret',
+  LAMBDACABLE_BROADCAST_KEY: 'bad-input-broadcast-key',
+  LAMBDACABLE_PUBLIC_STREAMS: 'true',
+  LAMBDACABLE_ALLOW_ANONYMOUS: 'false',
+  LAMBDACABLE_JWT_AUDIENCE: 'bad-input-cable',
+};
+const secret = new TextEncoder().encode(env.LAMBDACABLE_JWT_SECRET);
+
+type Frame = Record<string, unknown>;
+
+/** A raw WebSocket client: every frame it gets, in order (pings left out). */
+class RawClient {
+  readonly frames: Frame[] = [];
+  closed = false;
+  private constructor(readonly ws: WebSocket) {
+    ws.on('message', (data) => {
+      const frame = JSON.parse(String(data)) as Frame;
+      if (frame.type !== 'ping') this.frames.push(frame);
+    });
+    ws.on('close', () => {
+      this.closed = true;
+    });
+  }
+
+  static async open(query: Record<string, string>): Promise<RawClient> {
+    const url = `${stack.wsUrl}?${new URLSearchParams(query)}`;
+    const ws = new WebSocket(url, [EXT]);
+    const client = new RawClient(ws);
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    clients.push(client);
+    return client;
+  }
+
+  /** Connects with a good token and waits for welcome. */
+  static async welcomed(query: Record<string, string> = {}): Promise<RawClient> {
+    const client = await RawClient.open({ jid: await goodToken(), ...query });
+    await client.next((f) => f.type === 'welcome', 'welcome');
+    return client;
+  }
+
+  send(frame: object | string): void {
+    this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame));
+  }
+
+  /** The first frame after `from` that matches. */
+  next(match: (f: Frame) => boolean, what: string, from = 0, timeoutMs = 20_000): Promise<Frame> {
+    return until(() => this.frames.slice(from).find(match), timeoutMs, what);
+  }
+
+  /** Subscribes and returns the answer to it. */
+  async subscribe(identifier: string, extra: object = {}): Promise<Frame> {
+    const from = this.frames.length;
+    this.send({ command: 'subscribe', identifier, ...extra });
+    return this.next(
+      (f) =>
+        f.identifier === identifier &&
+        (f.type === 'confirm_subscription' || f.type === 'reject_subscription'),
+      `an answer to subscribe ${identifier.slice(0, 80)}`,
+      from,
+    );
+  }
+
+  /** Sends a frame and proves nothing comes back: a marker subscribe is answered first. */
+  async sendExpectingSilence(frame: object | string): Promise<void> {
+    const from = this.frames.length;
+    this.send(frame);
+    const marker = pubsub(`marker/${markers++}`);
+    expect(await this.subscribe(marker)).toEqual({
+      type: 'confirm_subscription',
+      identifier: marker,
+    });
+    // Frames of one connection run concurrently: give a late answer to `frame` a moment.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(this.frames.slice(from).filter((f) => f.identifier !== marker)).toEqual([]);
+  }
+}
+
+let stack: LocalStack;
+const clients: RawClient[] = [];
+let good: RawClient;
+let markers = 0;
+let sequence = 0;
+const GOOD_STREAM = 'good/stream';
+
+const pubsub = (stream: string) => JSON.stringify({ channel: '$pubsub', stream_name: stream });
+const signedId = (signed: string) =>
+  JSON.stringify({ channel: '$pubsub', signed_stream_name: signed });
+
+function jwt(claims: Record<string, unknown> = {}): SignJWT {
+  return new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject('user-1');
+}
+const now = () => Math.floor(Date.now() / 1000);
+const goodToken = () =>
+  jwt()
+    .setAudience(env.LAMBDACABLE_JWT_AUDIENCE)
+    .setExpirationTime(now() + 600)
+    .sign(secret);
+
+async function post(
+  body: string,
+  authorization = `Bearer ${env.LAMBDACABLE_BROADCAST_KEY}`,
+): Promise<{ status: number; body: string }> {
+  const response = await fetch(`${stack.httpUrl}/_broadcast`, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body,
+  });
+  return { status: response.status, body: await response.text() };
+}
+
+/** Broadcasts to `stream` over HTTP and waits until `client` has it. */
+async function delivered(client: RawClient, stream: string, identifier = pubsub(stream)) {
+  const n = ++sequence;
+  const from = client.frames.length;
+  const answer = await post(JSON.stringify({ stream, data: JSON.stringify({ n }) }));
+  expect(answer).toEqual({ status: 201, body: '' });
+  const frame = await client.next(
+    (f) => f.identifier === identifier && (f.message as { n?: number })?.n === n,
+    `broadcast ${n} on ${stream}`,
+    from,
+  );
+  expect(frame).toMatchObject({ stream_id: stream, epoch: expect.any(String) });
+}
+
+/** The good client on the same stack still gets the next broadcast. */
+const goodClientStillServed = () => delivered(good, GOOD_STREAM);
+
+beforeAll(async () => {
+  stack = await startLocalStack({
+    ...(await freeStackPorts()),
+    env,
+    output: 'quiet',
+    watch: false,
+    pinger: false,
+  });
+  good = await RawClient.welcomed();
+  expect(await good.subscribe(pubsub(GOOD_STREAM))).toEqual({
+    type: 'confirm_subscription',
+    identifier: pubsub(GOOD_STREAM),
+  });
+}, 240_000);
+
+afterAll(async () => {
+  for (const c of clients) c.ws.terminate();
+  await stack?.stop();
+}, 60_000);
+
+const longStream = 's'.repeat(MAX_STREAM_BYTES + 1);
+
+interface FrameRow {
+  readonly name: string;
+  /** Sends the bad input on a welcomed connection and checks the exact answer. */
+  readonly run: (c: RawClient) => Promise<void>;
+}
+
+const silent = (frame: object | string) => (c: RawClient) => c.sendExpectingSilence(frame);
+const rejected = (identifier: string) => async (c: RawClient) => {
+  expect(await c.subscribe(identifier)).toEqual({ type: 'reject_subscription', identifier });
+};
+
+const frameRows: FrameRow[] = [
+  { name: 'a malformed JSON frame: nothing', run: silent('{"command":"subscribe",') },
+  { name: 'a JSON frame that is no object: nothing', run: silent('[1,2,3]') },
+  { name: 'a frame without command: nothing', run: silent({ identifier: pubsub('x') }) },
+  {
+    name: 'an unknown command: nothing',
+    run: silent({ command: 'dance', identifier: pubsub(GOOD_STREAM) }),
+  },
+  {
+    name: 'an oversize frame (over 32768 bytes): nothing',
+    run: silent({ command: 'subscribe', identifier: pubsub('x'), pad: 'p'.repeat(33_000) }),
+  },
+  {
+    name: 'a message on $pubsub (no actions): nothing',
+    run: async (c) => {
+      const identifier = pubsub('actions');
+      await c.subscribe(identifier);
+      await c.sendExpectingSilence({ command: 'message', identifier, data: '{"action":"x"}' });
+    },
+  },
+  {
+    name: 'an unknown channel: reject_subscription',
+    run: rejected(JSON.stringify({ channel: 'ChatChannel', room: 1 })),
+  },
+  { name: 'an identifier that is not JSON: reject_subscription', run: rejected('chat/1') },
+  {
+    name: 'an identifier without stream: reject_subscription',
+    run: rejected(JSON.stringify({ channel: '$pubsub' })),
+  },
+  {
+    name: 'a forged signed stream: reject_subscription',
+    run: rejected(signedId(`${Buffer.from('"chat/1"').toString('base64')}--${'0'.repeat(64)}`)),
+  },
+  {
+    name: 'a stream signed with another secret: reject_subscription',
+    run: rejected(signedId(signStreamName('chat/1', 'another-secret'))),
+  },
+  { name: 'a garbage signed stream: reject_subscription', run: rejected(signedId('garbage')) },
+  {
+    name: `a public stream name over ${MAX_STREAM_BYTES} bytes: reject_subscription`,
+    run: rejected(pubsub(longStream)),
+  },
+  {
+    name: `a signed stream name over ${MAX_STREAM_BYTES} bytes: reject_subscription`,
+    run: rejected(signedId(signStreamName(longStream, env.LAMBDACABLE_STREAMS_SECRET))),
+  },
+  {
+    name: 'an identifier over 760 bytes: reject_subscription',
+    run: rejected(JSON.stringify({ channel: '$pubsub', stream_name: 'x', pad: 'p'.repeat(800) })),
+  },
+  {
+    name: 'a 400-character stream name (a subscription key over 1024 bytes before): reject_subscription',
+    run: rejected(signedId(signStreamName('r'.repeat(400), env.LAMBDACABLE_STREAMS_SECRET))),
+  },
+  {
+    name: 'history for an identifier not subscribed: reject_history',
+    run: async (c) => {
+      const identifier = pubsub('never-subscribed');
+      const from = c.frames.length;
+      c.send({ command: 'history', identifier, history: { since: now() - 10 } });
+      expect(await c.next((f) => f.identifier === identifier, 'an answer', from)).toEqual({
+        type: 'reject_history',
+        identifier,
+      });
+    },
+  },
+  ...(
+    [
+      ['a fractional offset', { epoch: 'e', offset: 1.5 }],
+      ['a negative offset', { epoch: 'e', offset: -3 }],
+      ['a non-numeric offset', { epoch: 'e', offset: 'seven' }],
+      ['a numeric epoch', { epoch: 12, offset: 1 }],
+    ] as const
+  ).map(
+    ([what, position]): FrameRow => ({
+      name: `history with ${what}: reject_history`,
+      run: async (c) => {
+        const stream = `history/${what.replace(/ /g, '-')}`;
+        const identifier = pubsub(stream);
+        await c.subscribe(identifier);
+        const from = c.frames.length;
+        c.send({ command: 'history', identifier, history: { streams: { [stream]: position } } });
+        expect(await c.next((f) => f.identifier === identifier, 'an answer', from)).toEqual({
+          type: 'reject_history',
+          identifier,
+        });
+      },
+    }),
+  ),
+  {
+    name: 'a fractional offset riding on subscribe: confirm_subscription, then reject_history',
+    run: async (c) => {
+      const stream = 'history/on-subscribe';
+      const identifier = pubsub(stream);
+      const from = c.frames.length;
+      c.send({
+        command: 'subscribe',
+        identifier,
+        history: { streams: { [stream]: { epoch: 'e', offset: 0.25 } } },
+      });
+      await c.next((f) => f.type === 'reject_history', 'reject_history', from);
+      expect(c.frames.slice(from).filter((f) => f.identifier === identifier)).toEqual([
+        { type: 'confirm_subscription', identifier },
+        { type: 'reject_history', identifier },
+      ]);
+    },
+  },
+];
+
+describe('bad input on the WebSocket: the connection stays open and keeps working', () => {
+  it.each(frameRows)('$name', async ({ run }) => {
+    const c = await RawClient.welcomed();
+    await run(c);
+    expect(c.closed).toBe(false);
+    // The same connection still subscribes and receives.
+    const stream = `after/${++sequence}`;
+    expect(await c.subscribe(pubsub(stream))).toEqual({
+      type: 'confirm_subscription',
+      identifier: pubsub(stream),
+    });
+    await delivered(c, stream);
+    await goodClientStillServed();
+  });
+});
+
+interface ConnectRow {
+  readonly name: string;
+  readonly query: () => Promise<Record<string, string>>;
+  readonly reason: 'unauthorized' | 'token_expired';
+}
+
+const connectRows: ConnectRow[] = [
+  { name: 'no token', query: async () => ({}), reason: 'unauthorized' },
+  { name: 'a malformed token', query: async () => ({ jid: 'not.a.jwt' }), reason: 'unauthorized' },
+  {
+    name: 'a forged token (another secret)',
+    query: async () => ({
+      jid: await jwt()
+        .setAudience(env.LAMBDACABLE_JWT_AUDIENCE)
+        .setExpirationTime(now() + 600)
+        .sign(new TextEncoder().encode('forged')),
+    }),
+    reason: 'unauthorized',
+  },
+  {
+    name: 'an expired token',
+    query: async () => ({
+      jid: await jwt()
+        .setAudience(env.LAMBDACABLE_JWT_AUDIENCE)
+        .setExpirationTime(now() - 120)
+        .sign(secret),
+    }),
+    reason: 'token_expired',
+  },
+  {
+    name: 'a token without exp',
+    query: async () => ({
+      jid: await jwt().setAudience(env.LAMBDACABLE_JWT_AUDIENCE).sign(secret),
+    }),
+    reason: 'unauthorized',
+  },
+  {
+    name: 'a token for another audience',
+    query: async () => ({
+      jid: await jwt()
+        .setAudience('another-app')
+        .setExpirationTime(now() + 600)
+        .sign(secret),
+    }),
+    reason: 'unauthorized',
+  },
+];
+
+describe('bad credentials: disconnect after the upgrade, then close', () => {
+  it.each(connectRows)('$name: disconnect $reason', async ({ query, reason }) => {
+    const c = await RawClient.open(await query());
+    await until(() => c.closed, 20_000, 'the close');
+    expect(c.frames).toEqual([{ type: 'disconnect', reason, reconnect: false }]);
+    await goodClientStillServed();
+  });
+
+  it('a sid over 2 KB: a new session (welcome without restored), and the connection works', async () => {
+    const c = await RawClient.welcomed({ sid: 'x'.repeat(3000) });
+    expect(c.frames).toEqual([{ type: 'welcome', sid: expect.any(String) }]);
+    expect(await c.subscribe(pubsub('after/sid'))).toEqual({
+      type: 'confirm_subscription',
+      identifier: pubsub('after/sid'),
+    });
+    await delivered(c, 'after/sid');
+    await goodClientStillServed();
+  });
+});
+
+interface HttpRow {
+  readonly name: string;
+  readonly body: () => string;
+  readonly authorization?: string;
+  readonly status: number;
+  readonly response: string | RegExp;
+  /** More proof that the system still works. */
+  readonly after?: () => Promise<void>;
+}
+
+const httpRows: HttpRow[] = [
+  {
+    name: 'no key',
+    body: () => '{"stream":"a","data":"1"}',
+    authorization: '',
+    status: 401,
+    response: 'unauthorized',
+  },
+  {
+    name: 'an empty body',
+    body: () => '',
+    status: 422,
+    response: 'empty body: expected {"stream","data"} or an array',
+  },
+  { name: 'a malformed body', body: () => '{"stream":', status: 422, response: 'body is not JSON' },
+  {
+    name: 'an empty array',
+    body: () => '[]',
+    status: 422,
+    response: 'empty array: nothing to broadcast',
+  },
+  {
+    name: 'data that is no string',
+    body: () => '{"stream":"a","data":{"x":1}}',
+    status: 422,
+    response: 'item: "data" must be a string (JSON-encode objects)',
+  },
+  {
+    name: 'a 1 MB body',
+    body: () => JSON.stringify({ stream: 'a', data: 'x'.repeat(1024 * 1024) }),
+    status: 413,
+    response: new RegExp(`^body is \\d+ bytes, the limit is ${MAX_BROADCAST_BODY_BYTES}$`),
+  },
+  {
+    name: `data over ${MAX_BROADCAST_DATA_BYTES} bytes`,
+    body: () => JSON.stringify({ stream: 'a', data: 'x'.repeat(MAX_BROADCAST_DATA_BYTES + 10) }),
+    status: 413,
+    // Not JSON: clients get it as a JSON string, quotes included.
+    response: `item: "data" is ${MAX_BROADCAST_DATA_BYTES + 12} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+  },
+  {
+    name: `a stream name over ${MAX_STREAM_BYTES} bytes`,
+    body: () =>
+      JSON.stringify([
+        { stream: 'ok', data: '1' },
+        { stream: 'é'.repeat(200), data: '1' },
+      ]),
+    status: 422,
+    response: `item at index 1: "stream" is 400 bytes, the limit is ${MAX_STREAM_BYTES} (UTF-8)`,
+  },
+  {
+    name: 'a remote command over the limit',
+    body: () =>
+      JSON.stringify({
+        command: 'disconnect',
+        payload: { identity: 'x'.repeat(MAX_BROADCAST_DATA_BYTES) },
+      }),
+    status: 413,
+    response: `item: the command is ${MAX_BROADCAST_DATA_BYTES + 25} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+  },
+  {
+    // Keys no table could hold: the consumer finds nothing instead of failing forever.
+    name: 'remote commands naming an identity, a connection and a stream over the key limits',
+    body: () =>
+      JSON.stringify([
+        { command: 'disconnect', payload: { identity: 'i'.repeat(3000) } },
+        { command: 'disconnect', payload: { connectionId: 'c'.repeat(3000) } },
+        { command: 'unsubscribe', payload: { stream: 's'.repeat(3000) } },
+      ]),
+    status: 201,
+    response: '',
+    // The commands' partition is not stuck: the next remote command is carried out.
+    after: async () => {
+      const victim = await RawClient.open({
+        jid: await jwt()
+          .setSubject('victim')
+          .setAudience(env.LAMBDACABLE_JWT_AUDIENCE)
+          .setExpirationTime(now() + 600)
+          .sign(secret),
+      });
+      await victim.next((f) => f.type === 'welcome', 'welcome');
+      expect(
+        await post(JSON.stringify({ command: 'disconnect', payload: { identity: 'victim' } })),
+      ).toEqual({ status: 201, body: '' });
+      await until(() => victim.closed, 20_000, 'the remote disconnect');
+      expect(victim.frames.at(-1)).toEqual({
+        type: 'disconnect',
+        reason: 'remote',
+        reconnect: true,
+      });
+    },
+  },
+];
+
+describe('bad HTTP broadcasts: a client error with the reason', () => {
+  it.each(httpRows)('$name: $status', async ({ body, authorization, status, response, after }) => {
+    const answer = await post(body(), authorization);
+    expect(answer.status).toBe(status);
+    if (typeof response === 'string') expect(answer.body).toBe(response);
+    else expect(answer.body).toMatch(response);
+    await after?.();
+    await goodClientStillServed();
+  });
+});
+
+describe('stream names SQS would refuse as a group id are delivered, in order', () => {
+  it.each([
+    ['a space', 'chat room/1'],
+    ['non-ASCII characters', 'café/über/🎉'],
+    ['more than 128 characters', `long/${'l'.repeat(200)}`],
+    ['exactly the limit of bytes', 'ü'.repeat(MAX_STREAM_BYTES / 2)],
+  ])('%s', async (_, stream) => {
+    const c = await RawClient.welcomed();
+    expect(await c.subscribe(pubsub(stream))).toEqual({
+      type: 'confirm_subscription',
+      identifier: pubsub(stream),
+    });
+    const first = ++sequence;
+    const body = JSON.stringify(
+      [1, 2, 3].map((k) => ({ stream, data: JSON.stringify({ first, k }) })),
+    );
+    expect(await post(body)).toEqual({ status: 201, body: '' });
+    await until(
+      () => c.frames.filter((f) => (f.message as { first?: number })?.first === first).length === 3,
+      20_000,
+      `three broadcasts on ${stream.slice(0, 40)}`,
+    );
+    const got = c.frames.filter((f) => (f.message as { first?: number })?.first === first);
+    expect(got.map((f) => (f.message as { k: number }).k)).toEqual([1, 2, 3]);
+    expect(got.map((f) => f.offset)).toEqual([1, 2, 3]);
+    expect(got.every((f) => f.stream_id === stream)).toBe(true);
+    await goodClientStillServed();
+  });
+});

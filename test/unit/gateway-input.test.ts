@@ -1,0 +1,290 @@
+import { SignJWT } from 'jose';
+import { describe, expect, it } from 'vitest';
+import {
+  createConnectToken,
+  defaultGatewayConfig,
+  Gateway,
+  GatewayBroadcaster,
+  type GatewayConfig,
+  type GatewayLogger,
+  MAX_IDENTIFIER_BYTES,
+  MAX_SID_BYTES,
+  MAX_STREAM_BYTES,
+  MemoryBroker,
+  MemoryConnectionApi,
+  MemoryConnectionStore,
+  signStreamName,
+} from '../../lib';
+import { FakeClock } from '../helpers/clock';
+
+const EXT = 'actioncable-v1-ext-json';
+const JWT_SECRET = 'jwt-secret';
+const STREAMS_SECRET = 'streams-secret';
+
+const pubsub = (stream: string) => JSON.stringify({ channel: '$pubsub', stream_name: stream });
+const signedId = (stream: string) =>
+  JSON.stringify({
+    channel: '$pubsub',
+    signed_stream_name: signStreamName(stream, STREAMS_SECRET),
+  });
+
+interface Entry {
+  level: string;
+  message: string;
+  fields: Record<string, unknown> | undefined;
+}
+
+class RecordingLogger implements GatewayLogger {
+  readonly entries: Entry[] = [];
+  debug(message: string, fields?: Record<string, unknown>) {
+    this.entries.push({ level: 'debug', message, fields });
+  }
+  info(message: string, fields?: Record<string, unknown>) {
+    this.entries.push({ level: 'info', message, fields });
+  }
+  warn(message: string, fields?: Record<string, unknown>) {
+    this.entries.push({ level: 'warn', message, fields });
+  }
+  error(message: string, fields?: Record<string, unknown>) {
+    this.entries.push({ level: 'error', message, fields });
+  }
+  at(level: string): Entry[] {
+    return this.entries.filter((e) => e.level === level);
+  }
+  /** Everything logged at INFO and above, as text. */
+  visible(): string {
+    return JSON.stringify(this.entries.filter((e) => e.level !== 'debug'));
+  }
+}
+
+function setup(overrides: Partial<GatewayConfig> = {}) {
+  const clock = new FakeClock(1_700_000_000_000);
+  const store = new MemoryConnectionStore();
+  const api = new MemoryConnectionApi();
+  const logger = new RecordingLogger();
+  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
+  const broadcaster = new GatewayBroadcaster({ store, api, clock, logger, sessions });
+  const broker = new MemoryBroker({ broadcaster, clock });
+  const config: GatewayConfig = {
+    ...defaultGatewayConfig(),
+    jwtSecret: JWT_SECRET,
+    streamsSecret: STREAMS_SECRET,
+    publicStreams: true,
+    ...overrides,
+  };
+  let sids = 0;
+  const gateway = new Gateway({
+    store,
+    broker,
+    api,
+    config,
+    clock,
+    logger,
+    newSid: () => `sid-secret-${++sids}`,
+  });
+  const token = (sub = 'alice', ttlSeconds = 600) =>
+    createConnectToken({ sub, ttlSeconds }, JWT_SECRET, clock);
+  async function open(connectionId: string, query: Record<string, string> = {}) {
+    const result = await gateway.connect({
+      connectionId,
+      endpoint: 'https://api.example/dev',
+      query: { jid: await token(), ...query },
+      protocols: EXT,
+    });
+    await gateway.welcome(connectionId);
+    return result;
+  }
+  const send = (connectionId: string, frame: object | string) =>
+    gateway.receive(connectionId, typeof frame === 'string' ? frame : JSON.stringify(frame));
+  const frames = (connectionId: string) => api.framesOf(connectionId) as Record<string, unknown>[];
+  return { clock, store, api, logger, broker, gateway, token, open, send, frames };
+}
+
+describe('Gateway input: stream names and identifiers become keys', () => {
+  it(`rejects a stream name over ${MAX_STREAM_BYTES} bytes (UTF-8), public or signed`, async () => {
+    const t = setup();
+    await t.open('c1');
+    const long = 'é'.repeat(MAX_STREAM_BYTES / 2 + 1); // 258 bytes, 129 characters
+    for (const identifier of [pubsub(long), signedId(long)]) {
+      await t.send('c1', { command: 'subscribe', identifier });
+      expect(t.frames('c1').at(-1)).toEqual({ type: 'reject_subscription', identifier });
+    }
+    expect(await t.store.subscriptionsOf('c1')).toEqual([]);
+    expect(t.logger.at('error')).toEqual([]);
+    expect(t.logger.at('warn').map((e) => e.message)).toContainEqual(
+      expect.stringContaining(`the limit is ${MAX_STREAM_BYTES}`),
+    );
+  });
+
+  it('accepts a stream name of exactly the limit, signed, and its identifier fits', async () => {
+    const t = setup();
+    await t.open('c1');
+    const identifier = signedId('s'.repeat(MAX_STREAM_BYTES));
+    expect(Buffer.byteLength(identifier)).toBeLessThanOrEqual(MAX_IDENTIFIER_BYTES);
+    await t.send('c1', { command: 'subscribe', identifier });
+    expect(t.frames('c1').at(-1)).toEqual({ type: 'confirm_subscription', identifier });
+  });
+
+  it(`rejects an identifier over ${MAX_IDENTIFIER_BYTES} bytes`, async () => {
+    const t = setup();
+    await t.open('c1');
+    const identifier = JSON.stringify({
+      channel: '$pubsub',
+      stream_name: 'chat',
+      pad: 'x'.repeat(MAX_IDENTIFIER_BYTES),
+    });
+    await t.send('c1', { command: 'subscribe', identifier });
+    expect(t.frames('c1').at(-1)).toEqual({ type: 'reject_subscription', identifier });
+  });
+});
+
+describe('Gateway input: sid', () => {
+  it(`starts a new session for a sid over ${MAX_SID_BYTES} bytes, with a WARN`, async () => {
+    const t = setup();
+    const restore = async (sid: string) => t.broker.restoreSession(sid);
+    let asked = '';
+    t.broker.restoreSession = async (sid: string) => {
+      asked = sid;
+      return restore(sid);
+    };
+    expect(await t.open('c1', { sid: 'x'.repeat(3000) })).toEqual({
+      statusCode: 200,
+      protocol: EXT,
+    });
+    expect(t.frames('c1')).toEqual([{ type: 'welcome', sid: 'sid-secret-1' }]);
+    expect(asked).toBe('');
+    expect(t.logger.at('warn').map((e) => e.message)).toContain(
+      'session not restored: sid too long',
+    );
+  });
+
+  it('never logs a sid or a signed identifier at INFO or above', async () => {
+    const t = setup();
+    await t.open('c1');
+    const identifier = signedId('secret-room');
+    await t.send('c1', { command: 'subscribe', identifier });
+    await t.send('c1', { command: 'message', identifier, data: '{}' });
+    await t.send('c1', { command: 'history', identifier: signedId('other'), history: {} });
+    const signed = signStreamName('secret-room', STREAMS_SECRET);
+    expect(t.logger.visible()).not.toContain('sid-secret-1');
+    expect(t.logger.visible()).not.toContain(signed);
+    expect(t.logger.visible()).not.toContain(signStreamName('other', STREAMS_SECRET));
+    expect(t.logger.at('warn').length).toBeGreaterThan(0);
+  });
+});
+
+describe('Gateway input: history positions', () => {
+  it.each([
+    ['a fractional offset', { epoch: 'e', offset: 1.5 }],
+    ['a negative offset', { epoch: 'e', offset: -1 }],
+    ['a string offset', { epoch: 'e', offset: '3' }],
+    ['a numeric epoch', { epoch: 7, offset: 1 }],
+    ['an empty epoch', { epoch: '', offset: 1 }],
+    ['a position that is no object', 5],
+  ])('answers %s with reject_history and a WARN, never an ERROR', async (_, position) => {
+    const t = setup();
+    await t.open('c1');
+    const identifier = pubsub('chat');
+    await t.send('c1', { command: 'subscribe', identifier });
+    await t.send('c1', {
+      command: 'history',
+      identifier,
+      history: { streams: { chat: position } },
+    });
+    expect(t.frames('c1').at(-1)).toEqual({ type: 'reject_history', identifier });
+    expect(t.logger.at('error')).toEqual([]);
+    expect(t.logger.at('warn').map((e) => e.message)).toContainEqual(
+      expect.stringContaining('history rejected'),
+    );
+  });
+
+  it('answers a non-numeric since with reject_history', async () => {
+    const t = setup();
+    await t.open('c1');
+    const identifier = pubsub('chat');
+    await t.send('c1', { command: 'subscribe', identifier });
+    await t.send('c1', { command: 'history', identifier, history: { since: 'yesterday' } });
+    expect(t.frames('c1').at(-1)).toEqual({ type: 'reject_history', identifier });
+  });
+
+  it('still serves a valid position after a rejected one', async () => {
+    const t = setup();
+    await t.open('c1');
+    const identifier = pubsub('chat');
+    await t.send('c1', { command: 'subscribe', identifier });
+    await t.broker.handleBroadcast({ stream: 'chat', data: '"one"' });
+    const live = t.frames('c1').at(-1) as { epoch: string };
+    await t.send('c1', {
+      command: 'history',
+      identifier,
+      history: { streams: { chat: { epoch: live.epoch, offset: 0.5 } } },
+    });
+    await t.send('c1', {
+      command: 'history',
+      identifier,
+      history: { streams: { chat: { epoch: live.epoch, offset: 0 } } },
+    });
+    expect(t.frames('c1').slice(-2)).toEqual([
+      { identifier, message: 'one', stream_id: 'chat', epoch: live.epoch, offset: 1 },
+      { type: 'confirm_history', identifier },
+    ]);
+  });
+});
+
+describe('Gateway input: connect tokens', () => {
+  const sign = (claims: Record<string, unknown>, exp?: number) => {
+    const jwt = new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject('alice');
+    if (exp !== undefined) jwt.setExpirationTime(exp);
+    return jwt.sign(new TextEncoder().encode(JWT_SECRET));
+  };
+  const now = 1_700_000_000;
+
+  async function connectWith(jid: string, overrides: Partial<GatewayConfig> = {}) {
+    const t = setup(overrides);
+    await t.gateway.connect({ connectionId: 'c1', query: { jid }, protocols: EXT });
+    await t.gateway.welcome('c1');
+    return t.frames('c1');
+  }
+
+  it('refuses a token without exp', async () => {
+    expect(await connectWith(await sign({}))).toEqual([
+      { type: 'disconnect', reason: 'unauthorized', reconnect: false },
+    ]);
+  });
+
+  it('tells a client with an expired token token_expired, so it can refresh it', async () => {
+    expect(await connectWith(await sign({}, now - 60))).toEqual([
+      { type: 'disconnect', reason: 'token_expired', reconnect: false },
+    ]);
+  });
+
+  it('allows the configured clock skew', async () => {
+    expect((await connectWith(await sign({}, now - 20)))[0]).toMatchObject({ type: 'welcome' });
+    expect((await connectWith(await sign({}, now - 20), { jwtClockSkew: 5 }))[0]).toMatchObject({
+      type: 'disconnect',
+      reason: 'token_expired',
+    });
+  });
+
+  it('checks iss and aud only when configured', async () => {
+    const token = await sign({ iss: 'me', aud: 'cable' }, now + 60);
+    expect((await connectWith(token))[0]).toMatchObject({ type: 'welcome' });
+    expect((await connectWith(token, { jwtIssuer: 'me', jwtAudience: 'cable' }))[0]).toMatchObject({
+      type: 'welcome',
+    });
+    expect((await connectWith(token, { jwtAudience: 'other' }))[0]).toEqual({
+      type: 'disconnect',
+      reason: 'unauthorized',
+      reconnect: false,
+    });
+    expect((await connectWith(token, { jwtIssuer: 'other' }))[0]).toMatchObject({
+      reason: 'unauthorized',
+    });
+  });
+
+  it('refuses an identity over the limit', async () => {
+    expect(await connectWith(await sign({ ext: 'x'.repeat(2000) }, now + 60))).toEqual([
+      { type: 'disconnect', reason: 'unauthorized', reconnect: false },
+    ]);
+  });
+});
