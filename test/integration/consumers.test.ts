@@ -14,6 +14,7 @@ import {
   DynamoAckStore,
   MemorySchemaRegistry,
   type Message,
+  messageGroupId,
   OutboxProducer,
   SqsConsumer,
 } from '../../lib';
@@ -241,6 +242,28 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     expect(text(seen!.value)).toBe('c1');
     expect(seen!.partition).toBe('C');
     expect(seen!.offset).toBe(BigInt(JSON.parse(m!.Body!).offset));
+  });
+
+  it('names a key SQS cannot take by its group id: the partition is the MessageGroupId', async () => {
+    const key = 'chat room/ünïcode';
+    await env.publish(key, 'k1');
+    await env.relayAll();
+    const [m] = (await receive(env.sqs, env.queues.work!.url)).filter(
+      (x) => x.Attributes?.MessageGroupId === messageGroupId(key),
+    );
+    expect(m, 'the message under the mapped group id').toBeDefined();
+    let seen: Message | undefined;
+    await consumeSqsBatch(
+      sqsEvent([m!], env.queues.work!.arn),
+      async (msg) => {
+        seen = msg;
+      },
+      { group: 'work', ackStore: acks, logger: quiet },
+    );
+    expect(text(seen!.value)).toBe('k1');
+    expect(seen!.partition).toBe(messageGroupId(key));
+    expect(seen!.partition).toMatch(/^~sha256:[0-9a-f]{64}$/);
+    expect(await acks.load('work', messageGroupId(key))).toBe(seen!.offset);
   });
 
   it('nacks a malformed body, and the queue dead-letters it after maxReceiveCount', async () => {
