@@ -17,10 +17,5 @@ export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatch
     skipped: result.skipped,
     retryFrom: result.batchItemFailures[0]?.itemIdentifier,
   });
-  if (result.batchItemFailures.length > 0 && process.env.LAMBDACABLE_STREAM_RETRY === 'batch') {
-    // Locally the stream plugin ignores batchItemFailures; failing the invocation makes it
-    // retry the batch, and SQS drops what was already sent (same deduplication id).
-    throw new Error(`relay failed from record ${result.batchItemFailures[0]?.itemIdentifier}`);
-  }
   return { batchItemFailures: result.batchItemFailures };
 };

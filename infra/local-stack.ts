@@ -1,10 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { LambdacableError } from '../lib';
 import { queueUrlVariable, tableVariable } from './cloudformation';
 import { consumerGroups, type TableName } from './definitions';
 import {
@@ -18,6 +20,7 @@ import {
 } from './local-services';
 import { createLocalResources, type LocalResources } from './resources';
 import { SqsPoller } from './sqs-poller';
+import { StreamPoller } from './stream-poller';
 
 /** The stage `npm start` runs; physical names are `lambdacable-local-*`. */
 export const LOCAL_STAGE = 'local';
@@ -72,8 +75,8 @@ const root = join(here, '..');
 
 /**
  * Starts the whole system on 127.0.0.1: DynamoDB Local and fauxqs, the tables and queues,
- * serverless-offline (WebSocket API, HTTP broadcast route, the outbox stream relay through
- * serverless-offline-dynamodb-streams) and an SQS poller for the SQS-triggered functions.
+ * serverless-offline (WebSocket API, HTTP broadcast route, the functions), a stream poller
+ * that drives the outbox relay and an SQS poller for the SQS-triggered functions.
  */
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
   // The pollers and the pinger stop first: their in-flight invocations need serverless-offline.
@@ -126,9 +129,6 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       LAMBDACABLE_WS_PORT: String(wsPort),
       LAMBDACABLE_HTTP_PORT: String(httpPort),
       LAMBDACABLE_LAMBDA_PORT: String(lambdaPort),
-      // serverless-offline-dynamodb-streams ignores batchItemFailures: the relay throws
-      // instead, so the plugin retries the whole batch (deduplicated by event id).
-      LAMBDACABLE_STREAM_RETRY: 'batch',
       LAMBDACABLE_SCHEDULE_PINGER: 'false',
       // Its own build folder (a deploy never ships a local build) with source maps.
       LAMBDACABLE_BUILD_DIR: process.env.LAMBDACABLE_BUILD_DIR || '.esbuild-local',
@@ -144,12 +144,35 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       if (queue) env[queueUrlVariable(group.name)] = queue.url;
     }
 
-    // The stream plugin's checkpoints name streams of earlier (in-memory) DynamoDB runs.
-    await rm(join(root, '.serverless-offline-dynamodb-streams.json'), { force: true });
     const offline = await startOffline(env, options, httpPort, wsPort);
     stops.push(() => stopProcess(offline));
 
     const lambda = new LambdaClient({ ...clientConfig, endpoint: env.LAMBDACABLE_LAMBDA_ENDPOINT });
+    if (!resources.outboxStreamArn) throw new Error('the outbox table has no stream');
+    const streamArn = resources.outboxStreamArn;
+    const streams = new DynamoDBStreamsClient({
+      ...clientConfig,
+      endpoint: dynamodbService.endpoint,
+    });
+    const relayFunction = `${PREFIX}-outboxRelay`;
+    const streamPoller = new StreamPoller({
+      streams,
+      streamArn,
+      // serverless.yml's event source mapping: batchSize 100, TRIM_HORIZON (the tables are
+      // new each run, so nothing older is replayed).
+      batchSize: 100,
+      start: 'TRIM_HORIZON',
+      idleMs: STREAM_IDLE_MS,
+      handler: (records) =>
+        invokeFunction<DynamoDBBatchResponse>(
+          lambda,
+          relayFunction,
+          streamEventOf(records, streamArn),
+        ),
+      logger,
+    });
+    streamPoller.start();
+    drains.push(() => streamPoller.stop());
     for (const group of consumerGroups) {
       const queue = resources.queues[group.name]!;
       const poller = new SqsPoller({
@@ -203,6 +226,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   }
 }
 
+/**
+ * Pause between polls of the idle outbox stream: the most a commit waits for the relay
+ * (the stream plugin polled every 250 ms). Idle, polling costs this process and DynamoDB
+ * Local about 6% and 5% of a core at 100 ms, 9% and 7% at 50 ms, 3% and 3% at 250 ms.
+ */
+const STREAM_IDLE_MS = 100;
 /** How long stopping waits for in-flight invocations of the pollers before it goes on. */
 const DRAIN_TIMEOUT_MS = 5_000;
 /** How long serverless-offline has to halt after SIGTERM before it gets SIGKILL. */
@@ -225,6 +254,119 @@ const HALT_WITH_PARENT = `data:text/javascript,${encodeURIComponent(
     '  .unref();',
   ].join('\n'),
 )}`;
+
+/**
+ * The event Lambda's DynamoDB Stream event source mapping hands the function: the records
+ * of one GetRecords with their stream's ARN and region.
+ */
+export function streamEventOf(
+  records: readonly DynamoDBRecord[],
+  streamArn: string,
+): DynamoDBStreamEvent {
+  return {
+    Records: records.map((r) => ({
+      ...r,
+      eventSource: 'aws:dynamodb',
+      eventSourceARN: streamArn,
+      awsRegion: r.awsRegion ?? LOCAL_REGION,
+    })),
+  };
+}
+
+/**
+ * Invokes a function synchronously through serverless-offline's Lambda endpoint and returns
+ * what it returned; a function error is thrown, so a poller retries the batch. Binary
+ * attributes travel as base64, as in the events Lambda builds.
+ */
+async function invokeFunction<T>(
+  lambda: LambdaClient,
+  functionName: string,
+  event: unknown,
+): Promise<T> {
+  const payload = JSON.stringify(event, function base64(this: Record<string, unknown>, key, value) {
+    const raw = this[key];
+    return raw instanceof Uint8Array ? Buffer.from(raw).toString('base64') : value;
+  });
+  const out = await lambda.send(
+    new InvokeCommand({ FunctionName: functionName, Payload: new TextEncoder().encode(payload) }),
+  );
+  const text = out.Payload ? new TextDecoder().decode(out.Payload) : '';
+  if (out.FunctionError) throw new FunctionInvocationError(functionName, out.FunctionError, text);
+  return (text ? JSON.parse(text) : {}) as T;
+}
+
+/** A function invoked through serverless-offline failed (it threw, or timed out). */
+export class FunctionInvocationError extends LambdacableError {
+  readonly functionName: string;
+  readonly functionError: string;
+  constructor(functionName: string, functionError: string, payload: string) {
+    super(`${functionName} failed (${functionError}): ${payload}`);
+    this.name = 'FunctionInvocationError';
+    this.functionName = functionName;
+    this.functionError = functionError;
+  }
+}
+
+/**
+ * serverless-offline's in-process runner (`--useInProcess`), preloaded into it. Its worker
+ * threads cost a thread and a cold start (~250 ms of CPU, tens of MB) per concurrent
+ * invocation, so 200 clients connecting at once need ~600 of them (`$connect`, the welcome,
+ * the subscribe) and time out; in process, an invocation costs a function call and each
+ * function's module (its Lambda instance's state) is loaded once. But that runner copies
+ * each function's environment onto the one shared `process.env`, where concurrent
+ * invocations would read each other's (and one function's secret would reach every other).
+ * So `process.env` becomes a view of the environment of the invocation that reads it (an
+ * `AsyncLocalStorage` entered around every run, starting empty as a worker's does), and of
+ * the real one outside invocations. A rebuilt handler (watch mode) is a new module URL, so
+ * the next instance loads it fresh, as a new worker would.
+ */
+function inProcessPreload(): string {
+  const dir = join(
+    root,
+    'node_modules/serverless-offline/src/lambda/handler-runner/in-process-runner',
+  );
+  return `data:text/javascript,${encodeURIComponent(
+    [
+      "import { AsyncLocalStorage } from 'node:async_hooks';",
+      "import { statSync } from 'node:fs';",
+      "import { createRequire } from 'node:module';",
+      "import { pathToFileURL } from 'node:url';",
+      "import { isMainThread } from 'node:worker_threads';",
+      'if (isMainThread) {',
+      // Patched before the runner imports it, so that its import sees the patched export.
+      `  const ric = createRequire(${JSON.stringify(`${dir}/`)})('./aws-lambda-ric/UserFunction.js');`,
+      '  const load = ric.load;',
+      '  ric.load = async (appRoot, handler) => {',
+      "    const dot = handler.lastIndexOf('.');",
+      "    const file = handler.slice(0, dot) + '.mjs';",
+      '    let version;',
+      '    try { version = statSync(file).mtimeMs; } catch { return load(appRoot, handler); }',
+      "    const module = await import(pathToFileURL(file).href + '?v=' + version);",
+      '    return module[handler.slice(dot + 1)] ?? load(appRoot, handler);',
+      '  };',
+      `  const { default: InProcessRunner } = await import(${JSON.stringify(pathToFileURL(`${dir}/InProcessRunner.js`).href)});`,
+      '  const envs = new AsyncLocalStorage();',
+      '  const real = process.env;',
+      '  const env = () => envs.getStore() ?? real;',
+      '  process.env = new Proxy({}, {',
+      "    get: (_, key) => (typeof key === 'string' ? env()[key] : undefined),",
+      '    set: (_, key, value) => { env()[key] = String(value); return true; },',
+      '    has: (_, key) => key in env(),',
+      '    deleteProperty: (_, key) => delete env()[key],',
+      '    ownKeys: () => Object.keys(env()),',
+      '    getOwnPropertyDescriptor: (_, key) => key in env()',
+      '      ? { value: env()[key], writable: true, enumerable: true, configurable: true }',
+      '      : undefined,',
+      '    defineProperty: (_, key, d) => { env()[key] = String(d.value); return true; },',
+      '  });',
+      '  const run = InProcessRunner.prototype.run;',
+      '  InProcessRunner.prototype.run = function (event, context) {',
+      '    return envs.run({}, () => run.call(this, event, context));',
+      '  };',
+      '}',
+    ].join('\n'),
+  )}`;
+}
 
 /** Picks free ports for every service, for tests that must not clash with `npm start`. */
 export async function freeStackPorts(): Promise<
@@ -252,11 +394,14 @@ async function startOffline(
     process.execPath,
     [
       ...(detached ? ['--import', HALT_WITH_PARENT] : []),
+      '--import',
+      inProcessPreload(),
       join(root, 'node_modules', 'serverless', 'bin', 'serverless.js'),
       'offline',
       'start',
       '--stage',
       LOCAL_STAGE,
+      '--useInProcess',
     ],
     {
       cwd: root,

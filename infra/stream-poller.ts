@@ -126,12 +126,18 @@ export class StreamPoller {
         records = out.Records ?? [];
         next = out.NextShardIterator;
       } catch (error) {
-        // An expired or broken iterator: read again from the checkpoint.
+        state.iterator = undefined;
+        const name = (error as Error).name;
+        if (name === 'ExpiredIteratorException' || name === 'TrimmedDataAccessException') {
+          // The iterator went stale (DynamoDB Local also does this to an iterator it handed
+          // out before the shard's first record): a new one from the checkpoint, at once.
+          this.logger.info(`${shardId}: ${name}; reading again from the checkpoint`);
+          continue;
+        }
         this.logger.error(
           `GetRecords on ${shardId} failed; reading again from the checkpoint`,
           error,
         );
-        state.iterator = undefined;
         state.notBefore = Date.now() + (this.options.retryDelayMs ?? 500);
         continue;
       }

@@ -1,0 +1,101 @@
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Cable, createCable } from '@anycable/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import type { RecordedCall } from '../../infra/aws-call-log';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
+import { createConnectToken, signStreamName } from '../../lib';
+import { collect, until } from '../helpers/cable';
+
+const env = {
+  LAMBDACABLE_JWT_SECRET: 'capacity-jwt-secret',
+  LAMBDACABLE_STREAMS_SECRET: 'capacity-streams-secret',
+  LAMBDACABLE_BROADCAST_KEY: 'capacity-broadcast-key',
+};
+const CLIENTS = 200;
+/** Every AWS call of this run, with the function that made it. */
+const callLog = join(tmpdir(), `lambdacable-capacity-calls-${process.pid}.jsonl`);
+
+let stack: LocalStack;
+const cables: Cable[] = [];
+
+beforeAll(async () => {
+  await rm(callLog, { force: true });
+  stack = await startLocalStack({
+    ...(await freeStackPorts()),
+    env: { ...env, LAMBDACABLE_AWS_CALL_LOG: callLog },
+    output: 'quiet',
+    watch: false,
+  });
+}, 240_000);
+
+afterAll(async () => {
+  for (const c of cables.splice(0)) c.disconnect();
+  await stack?.stop();
+  await rm(callLog, { force: true });
+}, 60_000);
+
+describe('the local stack under a crowd', () => {
+  it(`welcomes ${CLIENTS} default-configured @anycable/core clients connecting at once, subscribes each to a signed stream and delivers one broadcast to all`, async () => {
+    const stream = 'capacity/1';
+    const signed = signStreamName(stream, env.LAMBDACABLE_STREAMS_SECRET);
+    const tokens = await Promise.all(
+      Array.from({ length: CLIENTS }, (_, i) =>
+        createConnectToken({ sub: `crowd-${i}`, ttlSeconds: 600 }, env.LAMBDACABLE_JWT_SECRET),
+      ),
+    );
+    // The client's defaults, monitor included: no welcome within its stale threshold (6 s)
+    // makes it reconnect, and a subscription under way then fails.
+    const crowd = tokens.map((token) => {
+      const c = createCable(stack.wsUrl, {
+        websocketImplementation: WebSocket,
+        protocol: 'actioncable-v1-ext-json',
+        logLevel: 'error',
+        auth: { token },
+      });
+      cables.push(c);
+      return c;
+    });
+    const disconnects: string[] = [];
+    for (const c of crowd) {
+      c.on('disconnect', (event: { reason?: string }) => disconnects.push(event.reason ?? '?'));
+    }
+    const channels = crowd.map((c) => c.streamFromSigned(signed));
+    const received = channels.map(collect);
+    const outcomes = await Promise.allSettled(channels.map((ch) => ch.ensureSubscribed()));
+    const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [String(o.reason)] : []));
+    expect(failures).toEqual([]);
+    expect(disconnects).toEqual([]);
+    expect(crowd.every((c) => c.state === 'connected')).toBe(true);
+
+    const response = await fetch(`${stack.httpUrl}/_broadcast`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.LAMBDACABLE_BROADCAST_KEY}` },
+      body: JSON.stringify({ stream, data: JSON.stringify({ hello: 'crowd' }) }),
+    });
+    expect(response.status).toBe(201);
+    await until(
+      () => received.every((r) => r.messages.length >= 1),
+      60_000,
+      `all ${CLIENTS} clients to get the broadcast`,
+    );
+    for (const r of received) expect(r.messages).toEqual([{ hello: 'crowd' }]);
+
+    // The functions run in one process: each must still have read its own environment
+    // (AWS_LAMBDA_FUNCTION_NAME names the caller in the log), though 200 of each ran at once.
+    const calls = (await readFile(callLog, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as RecordedCall);
+    const count = (fn: string, operation: string) =>
+      calls.filter((c) => c.function === `lambdacable-local-${fn}` && c.operation === operation)
+        .length;
+    expect(calls.filter((c) => c.operation === 'Invoke').length).toBe(CLIENTS);
+    expect(count('wsConnect', 'Invoke')).toBe(CLIENTS);
+    expect(count('wsConnect', 'PostToConnection')).toBe(0);
+    expect(count('wsWelcome', 'PostToConnection')).toBe(CLIENTS);
+    expect(count('wsDefault', 'Invoke')).toBe(0);
+  }, 180_000);
+});
