@@ -6,7 +6,6 @@ import {
   Gateway,
   GatewayBroadcaster,
   type GatewayConfig,
-  type GatewayLogger,
   MAX_IDENTIFIER_BYTES,
   MAX_SID_BYTES,
   MAX_STREAM_BYTES,
@@ -16,46 +15,14 @@ import {
   signStreamName,
 } from '../../lib';
 import { FakeClock } from '../helpers/clock';
-
-const EXT = 'actioncable-v1-ext-json';
-const JWT_SECRET = 'jwt-secret';
-const STREAMS_SECRET = 'streams-secret';
-
-const pubsub = (stream: string) => JSON.stringify({ channel: '$pubsub', stream_name: stream });
-const signedId = (stream: string) =>
-  JSON.stringify({
-    channel: '$pubsub',
-    signed_stream_name: signStreamName(stream, STREAMS_SECRET),
-  });
-
-interface Entry {
-  level: string;
-  message: string;
-  fields: Record<string, unknown> | undefined;
-}
-
-class RecordingLogger implements GatewayLogger {
-  readonly entries: Entry[] = [];
-  debug(message: string, fields?: Record<string, unknown>) {
-    this.entries.push({ level: 'debug', message, fields });
-  }
-  info(message: string, fields?: Record<string, unknown>) {
-    this.entries.push({ level: 'info', message, fields });
-  }
-  warn(message: string, fields?: Record<string, unknown>) {
-    this.entries.push({ level: 'warn', message, fields });
-  }
-  error(message: string, fields?: Record<string, unknown>) {
-    this.entries.push({ level: 'error', message, fields });
-  }
-  at(level: string): Entry[] {
-    return this.entries.filter((e) => e.level === level);
-  }
-  /** Everything logged at INFO and above, as text. */
-  visible(): string {
-    return JSON.stringify(this.entries.filter((e) => e.level !== 'debug'));
-  }
-}
+import {
+  EXT,
+  JWT_SECRET,
+  pubsub,
+  RecordingLogger,
+  STREAMS_SECRET,
+  signedId,
+} from '../helpers/gateway';
 
 function setup(overrides: Partial<GatewayConfig> = {}) {
   const clock = new FakeClock(1_700_000_000_000);
