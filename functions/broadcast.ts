@@ -8,7 +8,6 @@ import {
   UnknownEventTypeError,
 } from '../lib';
 import {
-  acks,
   brokerRuntime,
   runtime,
   codec as runtimeCodec,
@@ -43,7 +42,8 @@ export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
     },
     {
       group: 'broadcast',
-      ackStore: acks(),
+      // No ack store: the broker's source position is the one redelivery check here (it
+      // is read with the stream's counter anyway; an ack state would cost two more calls).
       logger,
       visibility: { sqs, queueUrl: () => queues.broadcast! },
     },

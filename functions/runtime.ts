@@ -19,7 +19,6 @@ import {
   AvroCodec,
   BROADCAST_TOPIC,
   configFromEnv,
-  DynamoAckStore,
   DynamoBroker,
   DynamoConnectionStore,
   DynamoSchemaRegistry,
@@ -168,14 +167,6 @@ export function relay(): OutboxRelay {
       onSkipped: (reason, seq) => logger.error('outbox record skipped', { reason, seq }),
     });
   });
-}
-
-/** Ack levels of the consumer groups. */
-export function acks(): DynamoAckStore {
-  return part(
-    'acks',
-    ({ dynamodb, tables }) => new DynamoAckStore({ client: dynamodb, tableName: tables.acks }),
-  );
 }
 
 /** Writes broadcasts to the outbox (the log), never to SQS directly. */

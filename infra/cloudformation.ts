@@ -95,10 +95,10 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   ],
   broadcast: [
     { queues: ['broadcast'], actions: CONSUME },
-    { table: 'acks', actions: [GET, UPDATE] },
     { table: 'schemas', actions: [GET] },
     // The stream's meta and counter and one message per offset; trims past the limit.
-    { table: 'history', actions: [GET, PUT, UPDATE, DELETE] },
+    // (Query: whether an older redelivery was appended, or is a redriven message.)
+    { table: 'history', actions: [GET, PUT, UPDATE, DELETE, QUERY] },
     {
       table: 'connections',
       // Fan-out; remote commands (disconnect an identity, unsubscribe a stream); removing

@@ -11,6 +11,8 @@ export interface StreamMeta {
 /** A message as stored in history. */
 export interface StoredMessage {
   readonly offset: number;
+  /** The source position it was appended from (`meta.sourceOffset`), if any. */
+  readonly source?: string;
   readonly data: string;
   /** Milliseconds since the epoch. */
   readonly timestamp: number;

@@ -81,14 +81,18 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
           offset: stream.meta.lastOffset,
           epoch: stream.meta.epoch,
         });
+        return;
       }
-      if (redelivery) return;
-      stream.source = source;
+      // Older than the last: a duplicate if a retained message carries it, else a message
+      // that never made it (redriven from the DLQ), appended now at the end.
+      if (redelivery === 'older' && stream.messages.some((m) => m.source === source)) return;
+      if (!redelivery) stream.source = source;
     }
     const offset = stream.meta.lastOffset + 1;
     stream.meta = { epoch: stream.meta.epoch, lastOffset: offset };
     stream.messages.push({
       offset,
+      ...(source !== undefined ? { source } : {}),
       data: msg.data,
       timestamp: now,
       expiresAt: now + this.config.historyTtl * 1000,

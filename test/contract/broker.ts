@@ -79,13 +79,26 @@ export function brokerContract(name: string, factory: BrokerFactory): void {
         await send('b', '100000000000000000002');
         await send('a', '100000000000000000001'); // older than the last: already delivered
         await send('c', '200000000000000000000');
+        // Older than the last and never appended: dead-lettered, now redriven. It is
+        // appended once, at the end, and the stream's position does not go back.
+        await send('x', '150000000000000000000');
+        await send('x', '150000000000000000000');
+        await send('d', '200000000000000000001');
         expect(broadcaster.messages.map((m) => [m.data, m.offset])).toEqual([
           ['a', 1],
           ['a', 1],
           ['b', 2],
           ['c', 3],
+          ['x', 4],
+          ['d', 5],
         ]);
-        expect(payloads(await broker.historyFrom(s, epochOf(s), 0))).toEqual(['a', 'b', 'c']);
+        expect(payloads(await broker.historyFrom(s, epochOf(s), 0))).toEqual([
+          'a',
+          'b',
+          'c',
+          'x',
+          'd',
+        ]);
         await expect(send('d', 'not-a-number')).rejects.toThrow(/decimal string/);
       });
 

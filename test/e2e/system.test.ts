@@ -328,6 +328,8 @@ function framesFor(url: string, ms: number, count = Number.POSITIVE_INFINITY): P
 const NOT_EXERCISED: Readonly<Record<string, string>> = {
   'broadcast sqs:ChangeMessageVisibility lambdacable-local-broadcast.fifo':
     'nack back-off and visibility heartbeats (test/integration/consumers.test.ts)',
+  'broadcast dynamodb:Query table/lambdacable-local-history':
+    'a redelivery older than the last appended: a duplicate, or a redriven message',
   'broadcast dynamodb:DeleteItem table/lambdacable-local-connections':
     'the remote unsubscribe command removes subscriptions',
   'wsDefault dynamodb:DeleteItem table/lambdacable-local-connections': 'an unsubscribe frame',

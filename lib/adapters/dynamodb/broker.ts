@@ -6,6 +6,7 @@ import {
   GetItemCommand,
   PutItemCommand,
   paginateQuery,
+  QueryCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
   UpdateItemCommand,
@@ -135,9 +136,13 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       );
       const last = Number(current.Item?.lastOffset?.N ?? '0');
       const epoch = current.Item?.epoch?.S ?? newEpoch();
-      const redelivery = redeliveryOf(source, current.Item?.source?.N);
+      const stored = current.Item?.source?.N;
+      const redelivery = redeliveryOf(source, stored);
       if (redelivery === 'last') await this.broadcaster.broadcast({ ...msg, offset: last, epoch });
-      if (redelivery) return;
+      if (redelivery === 'last') return;
+      // Older than the last appended: a duplicate if a retained message carries it, else a
+      // message that never made it (redriven from the DLQ), appended now at the end.
+      if (redelivery === 'older' && (await this.hasSource(msg.stream, source, last))) return;
       const offset = last + 1;
       const now = this.clock.now();
       try {
@@ -156,12 +161,18 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
                   ExpressionAttributeValues: {
                     ':offset': { N: String(offset) },
                     ':epoch': { S: epoch },
-                    ':source': { N: source },
+                    // The stream's source position only moves forward.
+                    ':source': { N: redelivery === 'older' ? stored! : source },
                     ...(current.Item ? { ':last': { N: String(last) } } : {}),
                   },
                 },
               },
-              { Put: { TableName: table, Item: this.messageItem(msg, offset, now) } },
+              {
+                Put: {
+                  TableName: table,
+                  Item: { ...this.messageItem(msg, offset, now), source: { N: source } },
+                },
+              },
             ],
           }),
         );
@@ -346,6 +357,29 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
     const epoch = out.Item?.epoch?.S;
     if (!epoch) return undefined;
     return { epoch, lastOffset: Number(out.Item?.lastOffset?.N ?? '0') };
+  }
+
+  /** Whether one of the stream's retained messages was appended from `source`. */
+  private async hasSource(stream: string, source: string, last: number): Promise<boolean> {
+    const table = this.options.historyTable;
+    const out = await this.call('Query', table, stream, () =>
+      this.client.send(
+        new QueryCommand({
+          TableName: table,
+          KeyConditionExpression: 'pk = :s AND sk BETWEEN :from AND :to',
+          FilterExpression: '#source = :source',
+          ExpressionAttributeNames: { '#source': 'source' },
+          ExpressionAttributeValues: {
+            ':s': { S: stream },
+            ':from': { N: String(Math.max(1, last - this.config.historyLimit + 1)) },
+            ':to': { N: String(last) },
+            ':source': { N: source },
+          },
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    return (out.Items?.length ?? 0) > 0;
   }
 
   private async retained(stream: string, meta: StreamMeta, from: number): Promise<StoredMessage[]> {
