@@ -26,6 +26,7 @@ import {
   decodeEnvelope,
   defineEvent,
 } from '../../lib';
+import { zigZagLong } from '../helpers/avro-wire';
 import { testResources } from '../helpers/aws';
 import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
 
@@ -33,25 +34,13 @@ import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
 // The foreign writer: what a Python/Java/Go service would code from the README.
 // ---------------------------------------------------------------------------------------
 
-/** Avro's zig-zag varint of a long (any language's Avro library writes the same). */
-function zigZag(value: bigint): number[] {
-  let n = BigInt.asUintN(64, (value << 1n) ^ (value >> 63n));
-  const out: number[] = [];
-  while (n >= 0x80n) {
-    out.push(Number((n & 0x7fn) | 0x80n));
-    n >>= 7n;
-  }
-  out.push(Number(n));
-  return out;
-}
-
 type PlainSchema = string | PlainSchema[] | { type: string; [k: string]: unknown };
 
 /** Avro binary of `value` driven by a plain JSON schema: records, unions, string, int, long, null. */
 function avroBinary(schema: PlainSchema, value: unknown): number[] {
   if (Array.isArray(schema)) {
     const index = value === null ? schema.indexOf('null') : schema.findIndex((b) => b !== 'null');
-    return [...zigZag(BigInt(index)), ...avroBinary(schema[index]!, value)];
+    return [...zigZagLong(BigInt(index)), ...avroBinary(schema[index]!, value)];
   }
   const type = typeof schema === 'string' ? schema : schema.type;
   switch (type) {
@@ -62,7 +51,7 @@ function avroBinary(schema: PlainSchema, value: unknown): number[] {
       return [...avro.Type.forSchema('string').toBuffer(value)];
     case 'int':
     case 'long':
-      return zigZag(BigInt(value as bigint | number));
+      return zigZagLong(BigInt(value as bigint | number));
     case 'record': {
       const fields = (schema as unknown as { fields: { name: string; type: PlainSchema }[] })
         .fields;
