@@ -60,6 +60,11 @@ export class MemoryConnectionApi implements ConnectionApi {
     this.failures.set(connectionId, error);
   }
 
+  /** Posts to `connectionId` succeed again (undoes {@link failPostsTo}). */
+  healPostsTo(connectionId: string): void {
+    this.failures.delete(connectionId);
+  }
+
   /** Forgets the recorded frames and closes (not the gone and failing marks). */
   clear(): void {
     this.posted.length = 0;

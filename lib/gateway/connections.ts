@@ -39,8 +39,11 @@ export interface ConnectionStore {
   getConnection(connectionId: string): Promise<ConnectionRecord | undefined>;
   /** The connections of an identity. */
   connectionsOf(identity: string): Promise<ConnectionRecord[]>;
-  /** Adds a subscription; adding the same one twice keeps one. */
-  addSubscription(subscription: Subscription): Promise<void>;
+  /**
+   * Adds a subscription unless the same one (connection, stream, identifier) is stored:
+   * returns whether this call added it, so that exactly one of concurrent adds wins.
+   */
+  addSubscription(subscription: Subscription): Promise<boolean>;
   /** Removes a subscription; unknown ones are ignored. */
   removeSubscription(connectionId: string, stream: string, identifier: string): Promise<void>;
   /** A connection's subscriptions. */
@@ -73,10 +76,13 @@ export class MemoryConnectionStore implements ConnectionStore {
     return [...this.connections.values()].filter((c) => c.identity === identity);
   }
 
-  async addSubscription(subscription: Subscription): Promise<void> {
+  async addSubscription(subscription: Subscription): Promise<boolean> {
     const subs = this.subscriptions.get(subscription.connectionId) ?? new Map();
-    subs.set(`${subscription.stream}\u0000${subscription.identifier}`, subscription);
+    const key = `${subscription.stream}\u0000${subscription.identifier}`;
+    if (subs.has(key)) return false;
+    subs.set(key, subscription);
     this.subscriptions.set(subscription.connectionId, subs);
+    return true;
   }
 
   async removeSubscription(

@@ -518,15 +518,6 @@ export class Gateway {
         identifier,
       });
     }
-    const existing = (await this.store.subscriptionsOf(connectionId)).some(
-      (s) => s.identifier === identifier && s.stream === resolved.stream,
-    );
-    if (existing) {
-      // A client re-sends subscribe after 5 s without an answer: confirm, but never
-      // replay history twice (the client does not drop duplicates).
-      await post({ type: 'confirm_subscription', identifier });
-      return;
-    }
     const sub: Subscription = {
       connectionId,
       identifier,
@@ -534,9 +525,31 @@ export class Gateway {
       whisper: resolved.whisper,
       ...(endpoint ? { endpoint } : {}),
     };
-    await this.store.addSubscription(sub);
-    await this.commit(connection);
-    await post({ type: 'confirm_subscription', identifier });
+    if (!(await this.store.addSubscription(sub))) {
+      // The client re-sends subscribe after 5 s without an answer, while the first one may
+      // still be under way in another Lambda. Exactly one call confirms (and serves history):
+      // the one that stored the subscription. A second confirm would make the client
+      // unsubscribe ("subscription not found"), as AnyCable's clients do.
+      this.logger.info('subscribe: already subscribed, not confirmed again', {
+        connectionId,
+        identifier: loggedIdentifier(identifier),
+      });
+      return;
+    }
+    try {
+      await this.commit(connection);
+      await post({ type: 'confirm_subscription', identifier });
+    } catch (error) {
+      // Not confirmed: the subscription goes, so that the client's retry starts over.
+      await this.store.removeSubscription(connectionId, sub.stream, identifier);
+      await this.commit(connection).catch((cause: unknown) =>
+        this.logger.error('subscribe: session not rolled back', {
+          connectionId,
+          error: cause instanceof Error ? cause.message : String(cause),
+        }),
+      );
+      throw error;
+    }
     if (history !== undefined && connection.protocol === EXT_PROTOCOL) {
       await this.serveHistory(connectionId, identifier, [sub], history, postRaw);
     }

@@ -64,14 +64,24 @@ export function connectionStoreContract(
       );
     });
 
-    it('keeps one subscription when the same one is added twice', async () => {
+    it('keeps one subscription when the same one is added twice, and says which add stored it', async () => {
       const c = id('c');
       const stream = id('stream');
-      await store.addSubscription({ connectionId: c, stream, identifier: '{"x":1}' });
-      await store.addSubscription({ connectionId: c, stream, identifier: '{"x":1}' });
-      expect(await store.subscriptionsOf(c)).toHaveLength(1);
+      expect(await store.addSubscription({ connectionId: c, stream, identifier: '{"x":1}' })).toBe(
+        true,
+      );
+      expect(await store.addSubscription({ connectionId: c, stream, identifier: '{"x":1}' })).toBe(
+        false,
+      );
+      const racing = await Promise.all(
+        Array.from({ length: 5 }, () =>
+          store.addSubscription({ connectionId: c, stream, identifier: '{"x":2}' }),
+        ),
+      );
+      expect(racing.filter(Boolean)).toHaveLength(1);
+      expect(await store.subscriptionsOf(c)).toHaveLength(2);
       const pages = await collect(store.subscribersOf(stream));
-      expect(pages.flat().map((s) => s.connectionId)).toEqual([c]);
+      expect(pages.flat().map((s) => s.connectionId)).toEqual([c, c]);
     });
 
     it("lists a stream's subscribers page by page", async () => {

@@ -37,7 +37,7 @@ afterAll(async () => {
 }, 60_000);
 
 describe('the local stack under a crowd', () => {
-  it(`welcomes ${CLIENTS} default-configured @anycable/core clients connecting at once, and confirms each one's subscription to a signed stream`, async () => {
+  it(`welcomes ${CLIENTS} default-configured @anycable/core clients connecting at once, and confirms each one's subscription to a signed stream, once, and delivers the next broadcast to all`, async () => {
     const stream = 'capacity/1';
     const signed = signStreamName(stream, env.LAMBDACABLE_STREAMS_SECRET);
     const tokens = await Promise.all(
@@ -62,11 +62,29 @@ describe('the local stack under a crowd', () => {
       c.on('disconnect', (event: { reason?: string }) => disconnects.push(event.reason ?? '?'));
     }
     const channels = crowd.map((c) => c.streamFromSigned(signed));
+    const received = crowd.map(() => [] as unknown[]);
+    channels.forEach((ch, i) => {
+      ch.on('message', (m: unknown) => received[i]!.push(m));
+    });
     const outcomes = await Promise.allSettled(channels.map((ch) => ch.ensureSubscribed()));
     const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [String(o.reason)] : []));
     expect(failures).toEqual([]);
     expect(disconnects).toEqual([]);
     expect(crowd.every((c) => c.state === 'connected')).toBe(true);
+
+    // Every one of them gets the next broadcast, once. Subscribes slower than the client's
+    // 5 s retry used to be confirmed twice, and the client unsubscribed on the second confirm.
+    const res = await fetch(`${stack.httpUrl}/_broadcast`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.LAMBDACABLE_BROADCAST_KEY}` },
+      body: JSON.stringify({ stream, data: JSON.stringify({ to: 'all' }) }),
+    });
+    expect(res.status).toBe(201);
+    await expect
+      .poll(() => received.filter((r) => r.length > 0).length, { timeout: 30_000, interval: 200 })
+      .toBe(CLIENTS);
+    expect(received.every((r) => r.length === 1)).toBe(true);
+    expect(received[0]).toEqual([{ to: 'all' }]);
 
     // The functions run in one process: each must still have read its own environment
     // (AWS_LAMBDA_FUNCTION_NAME names the caller in the log), though 200 of each ran at once.
@@ -82,5 +100,6 @@ describe('the local stack under a crowd', () => {
     expect(count('wsConnect', 'PostToConnection')).toBe(0);
     expect(count('wsWelcome', 'PostToConnection')).toBe(CLIENTS);
     expect(count('wsDefault', 'Invoke')).toBe(0);
+    expect(count('wsDefault', 'DeleteItem')).toBe(0); // no unsubscribe, no rollback
   }, 180_000);
 });

@@ -275,15 +275,48 @@ describe('Gateway: subscriptions', () => {
     expect(t.frames('c1').at(-1)).toEqual({ type: 'reject_subscription', identifier });
   });
 
-  it('confirms a repeated subscribe again without a second subscription or a second delivery', async () => {
+  it('confirms a repeated subscribe once: the repeat gets no frame, no second subscription, no second delivery', async () => {
     const t = setup({ publicStreams: true });
     await t.open('c1');
-    await t.subscribe('c1', pubsub('s'));
-    await t.subscribe('c1', pubsub('s'));
-    expect(t.frames('c1').filter((f) => f.type === 'confirm_subscription')).toHaveLength(2);
+    await t.subscribe('c1', pubsub('s'), { since: 0 });
+    await t.publish('s', { n: 1 });
+    await t.subscribe('c1', pubsub('s'), { since: 0 });
+    // AnyCable's clients unsubscribe on a confirm they no longer wait for.
+    expect(t.frames('c1').filter((f) => f.type === 'confirm_subscription')).toHaveLength(1);
+    expect(t.frames('c1').filter((f) => f.type === 'confirm_history')).toHaveLength(1);
     expect(await t.store.subscriptionsOf('c1')).toHaveLength(1);
+    expect(t.logger.entries.map((e) => e.message)).toContain(
+      'subscribe: already subscribed, not confirmed again',
+    );
+    await t.publish('s', { n: 2 });
+    expect(t.messagesOf('c1')).toEqual([{ n: 1 }, { n: 2 }]);
+  });
+
+  it('confirms exactly one of two subscribes of the same identifier running at once (the client retries after 5 s)', async () => {
+    const t = setup({ publicStreams: true });
+    await t.open('c1');
+    await Promise.all([t.subscribe('c1', pubsub('s')), t.subscribe('c1', pubsub('s'))]);
+    expect(t.frames('c1').filter((f) => f.type === 'confirm_subscription')).toHaveLength(1);
     await t.publish('s', { n: 1 });
     expect(t.messagesOf('c1')).toEqual([{ n: 1 }]);
+  });
+
+  it('removes a subscription whose confirm could not be posted, so that the retry confirms it', async () => {
+    const t = setup({ publicStreams: true });
+    await t.open('c1');
+    t.api.failPostsTo('c1', new Error('throttled'));
+    await t.subscribe('c1', pubsub('s'));
+    expect(t.logger.entries.filter((e) => e.level === 'error')).toEqual([
+      expect.objectContaining({
+        message: 'frame failed',
+        fields: expect.objectContaining({ error: 'throttled' }),
+      }),
+    ]);
+    expect(await t.store.subscriptionsOf('c1')).toEqual([]);
+    t.api.healPostsTo('c1');
+    await t.subscribe('c1', pubsub('s'));
+    expect(t.frames('c1').filter((f) => f.type === 'confirm_subscription')).toHaveLength(1);
+    expect(await t.store.subscriptionsOf('c1')).toHaveLength(1);
   });
 
   it('stops delivering after unsubscribe', async () => {

@@ -1,5 +1,6 @@
 import {
   BatchWriteItemCommand,
+  ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
@@ -9,6 +10,7 @@ import {
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { AwsResourceError } from '../../errors.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from '../../gateway/connections.js';
 import {
   checkKeyBytes,
@@ -104,8 +106,11 @@ export class DynamoConnectionStore implements ConnectionStore {
     return out;
   }
 
-  /** Throws {@link LimitExceededError} for a key part over its limit. */
-  async addSubscription(s: Subscription): Promise<void> {
+  /**
+   * Stores the subscription unless it is stored already (a conditional put): returns whether
+   * this call stored it. Throws {@link LimitExceededError} for a key part over its limit.
+   */
+  async addSubscription(s: Subscription): Promise<boolean> {
     checkKeyBytes('connection id', s.connectionId, MAX_CONNECTION_ID_BYTES);
     checkKeyBytes('stream name', s.stream, MAX_STREAM_BYTES);
     checkKeyBytes('identifier', s.identifier, MAX_IDENTIFIER_BYTES);
@@ -123,11 +128,22 @@ export class DynamoConnectionStore implements ConnectionStore {
       },
       { removeUndefinedValues: true },
     );
-    await this.call('PutItem', s.connectionId, () =>
-      this.options.client.send(
-        new PutItemCommand({ TableName: this.options.tableName, Item: item }),
-      ),
-    );
+    try {
+      await this.call('PutItem', s.connectionId, () =>
+        this.options.client.send(
+          new PutItemCommand({
+            TableName: this.options.tableName,
+            Item: item,
+            ConditionExpression: 'attribute_not_exists(pk)',
+          }),
+        ),
+      );
+      return true;
+    } catch (error) {
+      if ((error as AwsResourceError).cause instanceof ConditionalCheckFailedException)
+        return false;
+      throw error;
+    }
   }
 
   async removeSubscription(
