@@ -54,3 +54,25 @@ export function print(title: string, results: readonly BenchResult[]): void {
     );
   }
 }
+
+/** One figure beside its reference: `value` against `reference` is `ratio`. */
+export interface Figure {
+  name: string;
+  value: string;
+  reference: string;
+  ratio: string;
+  extra?: string;
+}
+
+/** Prints figures as a table: name, value, reference, ratio, then any detail. */
+export function printFigures(title: string, figures: readonly Figure[]): void {
+  console.log(`\n## ${title}`);
+  const width = Math.max(...figures.map((f) => f.name.length), 20);
+  const valueWidth = Math.max(...figures.map((f) => f.value.length), 8);
+  const refWidth = Math.max(...figures.map((f) => f.reference.length), 8);
+  for (const f of figures) {
+    console.log(
+      `${f.name.padEnd(width)}  ${f.value.padStart(valueWidth)}  vs ${f.reference.padEnd(refWidth)}  ${f.ratio}${f.extra ? `  ${f.extra}` : ''}`,
+    );
+  }
+}

@@ -1,25 +1,41 @@
 import type { Context } from 'aws-lambda';
-import { gateway, runtime } from './runtime';
+import { Pinger } from '../lib';
+import { brokerRuntime, gateway, runtime } from './runtime';
 
 /** The schedule's period: one run covers one minute. */
 const RUN_MS = 60_000;
+/** A run outlasts the next one's start by this much, so that no connection waits for a ping. */
+const OVERLAP_MS = 2_000;
+/** Time left for the last tick before the Lambda's timeout. */
+const MARGIN_MS = 5_000;
 
 /**
- * Scheduled every minute: pings every connection each `LAMBDACABLE_PING_INTERVAL` seconds
- * for one minute, so the client's stale-connection monitor never fires between runs.
+ * Scheduled every minute, it runs for a minute: it welcomes new connections and pings each
+ * connection every `pi` seconds (`LAMBDACABLE_PING_INTERVAL` by default), reading every
+ * connection once and then, every `LAMBDACABLE_PINGER_TICK_MS`, only what changed.
  */
-export const handler = async (_event: unknown, context: Context): Promise<{ rounds: number }> => {
+export const handler = async (_event: unknown, context: Context) => {
   const { config, logger } = runtime();
-  const gw = gateway();
-  const intervalMs = config.pingInterval * 1000;
-  const until = Date.now() + Math.min(RUN_MS, context.getRemainingTimeInMillis() - 5_000);
-  let rounds = 0;
-  for (let next = Date.now(); next < until; next += intervalMs) {
-    const wait = next - Date.now();
+  const { store, api, broker } = brokerRuntime();
+  const pinger = new Pinger({
+    store,
+    api,
+    broker,
+    welcomer: gateway(),
+    defaultInterval: config.pingInterval,
+    logger,
+  });
+  const until =
+    Date.now() + Math.min(RUN_MS + OVERLAP_MS, context.getRemainingTimeInMillis() - MARGIN_MS);
+  await pinger.start();
+  while (Date.now() < until) {
+    const started = Date.now();
+    await pinger.tick();
+    // A slow tick is followed by the next one at once, never by a burst of catch-up ticks.
+    const wait = started + config.pingerTick - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    await gw.pingAll();
-    rounds++;
   }
-  logger.debug('ping rounds', { rounds });
-  return { rounds };
+  const report = pinger.report();
+  logger.info('pinger run', { ...report });
+  return report;
 };

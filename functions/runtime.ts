@@ -9,7 +9,6 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { recordAwsCalls } from '../infra/aws-call-log';
 import { queueUrlVariable, tableVariable } from '../infra/cloudformation';
@@ -40,8 +39,6 @@ export interface Runtime {
   readonly tables: Readonly<Record<TableName, string>>;
   /** Consumer group → queue URL. */
   readonly queues: Readonly<Record<string, string>>;
-  /** The function that delivers `welcome` after `$connect`. */
-  readonly welcomeFunction: string;
   /** The management API endpoint of a WebSocket request. */
   managementEndpoint(context: { domainName?: string; stage?: string }): string;
   /** Applies the call recorder (`LAMBDACABLE_AWS_CALL_LOG`) to an SDK client. */
@@ -93,7 +90,6 @@ export function buildRuntime(env: Env): Runtime {
     sqs: record(new SQSClient(sqsEndpoint ? { endpoint: sqsEndpoint } : {})),
     tables,
     queues,
-    welcomeFunction: env.LAMBDACABLE_WELCOME_FUNCTION || 'lambdacable-dev-wsWelcome',
     managementEndpoint: (context) =>
       managementOverride ?? `https://${context.domainName}/${context.stage}`,
     record,
@@ -176,14 +172,6 @@ export function producer(): OutboxProducer {
     ({ dynamodb, tables }) =>
       new OutboxProducer({ client: dynamodb, tableName: tables.outbox, topic: BROADCAST_TOPIC }),
   );
-}
-
-/** The Lambda client that invokes `wsWelcome` (a local endpoint under `npm start`). */
-export function lambda(): LambdaClient {
-  return part('lambda', ({ record }) => {
-    const endpoint = process.env.LAMBDACABLE_LAMBDA_ENDPOINT || undefined;
-    return record(new LambdaClient(endpoint ? { endpoint } : {}));
-  });
 }
 
 function serviceName(env: Env): string {

@@ -1,12 +1,11 @@
-import { InvokeCommand } from '@aws-sdk/client-lambda';
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
 import type { ConnectResult } from '../lib';
-import { gateway, lambda, runtime } from './runtime';
+import { gateway, runtime } from './runtime';
 
 /**
  * `$connect`: negotiates the subprotocol, identifies the client and stores the connection.
  * API Gateway cannot post during `$connect`, so `welcome` (or the `unauthorized`
- * disconnect) is delivered by `ws-welcome`, invoked asynchronously from here.
+ * disconnect) is delivered by the pinger, which reads new connections a few times a second.
  */
 export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayProxyResult> => {
   const rt = runtime();
@@ -20,15 +19,6 @@ export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayPr
       query: event.queryStringParameters ?? {},
       protocols: header(event.headers, 'sec-websocket-protocol'),
     });
-    if (result.statusCode === 200) {
-      await lambda().send(
-        new InvokeCommand({
-          FunctionName: rt.welcomeFunction,
-          InvocationType: 'Event',
-          Payload: new TextEncoder().encode(JSON.stringify({ connectionId, endpoint })),
-        }),
-      );
-    }
   } catch (error) {
     // A failed handshake gets no $disconnect: nothing else would remove what was stored.
     await gateway()

@@ -72,6 +72,7 @@ const UPDATE = 'dynamodb:UpdateItem';
 const DELETE = 'dynamodb:DeleteItem';
 const QUERY = 'dynamodb:Query';
 const BATCH_WRITE = 'dynamodb:BatchWriteItem';
+const BATCH_GET = 'dynamodb:BatchGetItem';
 
 /** The SQS event source mapping's actions, and the consumer's own visibility changes. */
 const CONSUME = [
@@ -101,9 +102,9 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { table: 'history', actions: [GET, PUT, UPDATE, DELETE, QUERY] },
     {
       table: 'connections',
-      // Fan-out; remote commands (disconnect an identity, unsubscribe a stream); removing
-      // a connection that answered 410.
-      actions: [GET, QUERY, BATCH_WRITE, DELETE],
+      // Fan-out; remote commands (disconnect an identity, unsubscribe a stream, which marks
+      // the connection changed); removing a connection that answered 410.
+      actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE],
       queries: [STREAM_INDEX, IDENTITY_INDEX],
     },
     // A connection that answered 410 is disconnected: its session finished.
@@ -114,21 +115,14 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   wsConnect: [
     { table: 'connections', actions: [PUT] },
     { table: 'sessions', actions: [GET, PUT] },
-    { invoke: 'wsWelcome' },
-  ],
-  // Reads the connection and session, posts welcome, commits the session as welcomed.
-  wsWelcome: [
-    { table: 'connections', actions: [GET, QUERY] },
-    { table: 'sessions', actions: [GET, PUT] },
-    { manageConnections: true },
   ],
   wsDisconnect: DISCONNECT,
-  // Subscribe and unsubscribe, history, whispers to a stream's subscribers (one that answers
-  // 410 is disconnected), session commits.
+  // Subscribe and unsubscribe (which marks the connection changed for the pinger), history,
+  // whispers to a stream's subscribers (one that answers 410 is disconnected), session commits.
   wsDefault: [
     {
       table: 'connections',
-      actions: [GET, PUT, DELETE, QUERY, BATCH_WRITE],
+      actions: [GET, PUT, UPDATE, DELETE, QUERY, BATCH_WRITE],
       queries: [STREAM_INDEX],
     },
     { table: 'sessions', actions: [GET, PUT, UPDATE] },
@@ -141,10 +135,14 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     // in one transaction, the id from a counter.
     { table: 'schemas', actions: [GET, QUERY, PUT, UPDATE] },
   ],
-  // Pings every connection (a Query per bucket); one that answers 410 is disconnected.
+  // Reads every connection and subscription, then what changed (a Query per bucket); welcomes
+  // new connections (the session claims the welcome); pings, sparing connections whose
+  // streams had a broadcast (the streams' meta items); one that answers 410 is disconnected.
   pinger: [
     ...DISCONNECT,
     { table: 'connections', actions: [], queries: [BUCKET_INDEX] },
+    { table: 'sessions', actions: [GET, PUT] },
+    { table: 'history', actions: [BATCH_GET] },
     { manageConnections: true },
   ],
 };

@@ -67,6 +67,7 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
       S('stream'),
       S('identity'),
       S('bucket'),
+      N('since'),
       S('connectionId'),
     ],
     KeySchema: key('pk', 'sk'),
@@ -81,9 +82,11 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
         KeySchema: key('identity', 'connectionId'),
         Projection: { ProjectionType: 'ALL' },
       },
+      // Connections and subscriptions by when they were stored or changed (`since`, ms):
+      // the pinger's reads. ALL: it needs every attribute but `expiresAt`.
       {
         IndexName: BUCKET_INDEX,
-        KeySchema: key('bucket', 'connectionId'),
+        KeySchema: key('bucket', 'since'),
         Projection: { ProjectionType: 'ALL' },
       },
     ],

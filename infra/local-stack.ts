@@ -7,6 +7,7 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { LambdacableError } from '../lib';
+import { recordAwsCalls } from './aws-call-log';
 import { queueUrlVariable, tableVariable } from './cloudformation';
 import { consumerGroups, type TableName } from './definitions';
 import {
@@ -19,7 +20,7 @@ import {
   startSqsLocal,
 } from './local-services';
 import { createLocalResources, type LocalResources } from './resources';
-import { SqsPoller } from './sqs-poller';
+import { type PollerInvocation, SqsPoller } from './sqs-poller';
 import { StreamPoller } from './stream-poller';
 
 /** The stage `npm start` runs; physical names are `lambdacable-local-*`. */
@@ -43,8 +44,6 @@ export interface LocalStackOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Where serverless-offline's output goes. @default inherited (printed) */
   readonly output?: 'inherit' | 'quiet';
-  /** Runs the pinger function every minute. @default true */
-  readonly pinger?: boolean;
   /**
    * Rebuilds and reloads the functions when a source file changes (off in tests, so an
    * edit during a run cannot restart a function under test). @default true
@@ -52,6 +51,17 @@ export interface LocalStackOptions {
   readonly watch?: boolean;
   /** How long to wait for serverless-offline. @default 120 000 ms */
   readonly startupTimeoutMs?: number;
+  /**
+   * Called after every invocation the stream and SQS pollers make (each one a billed Lambda
+   * request where the event source mapping makes it); for benchmarks. @default none
+   */
+  readonly onInvocation?: (invocation: PollerInvocation) => void;
+  /**
+   * A file where the pollers' own AWS calls are recorded as `LAMBDACABLE_AWS_CALL_LOG`
+   * records the functions' (the SQS requests of an SQS event source mapping are billed),
+   * the caller named `<function> event source mapping`; for benchmarks. @default off
+   */
+  readonly pollerCallLog?: string;
 }
 
 /** A running local stack. */
@@ -150,11 +160,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const lambda = new LambdaClient({ ...clientConfig, endpoint: env.LAMBDACABLE_LAMBDA_ENDPOINT });
     if (!resources.outboxStreamArn) throw new Error('the outbox table has no stream');
     const streamArn = resources.outboxStreamArn;
-    const streams = new DynamoDBStreamsClient({
-      ...clientConfig,
-      endpoint: dynamodbService.endpoint,
-    });
     const relayFunction = `${PREFIX}-outboxRelay`;
+    const mapping = (fn: string) => `${fn} event source mapping`;
+    const streams = recordAwsCalls(
+      new DynamoDBStreamsClient({ ...clientConfig, endpoint: dynamodbService.endpoint }),
+      options.pollerCallLog,
+      mapping(relayFunction),
+    );
     const streamPoller = new StreamPoller({
       streams,
       streamArn,
@@ -163,31 +175,54 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       batchSize: 100,
       start: 'TRIM_HORIZON',
       idleMs: STREAM_IDLE_MS,
-      handler: (records) =>
-        invokeFunction<DynamoDBBatchResponse>(
-          lambda,
-          relayFunction,
-          streamEventOf(records, streamArn),
-        ),
+      handler: async (records) => {
+        const invoked = performance.now();
+        let failed = true;
+        try {
+          const out = await invokeFunction<DynamoDBBatchResponse>(
+            lambda,
+            relayFunction,
+            streamEventOf(records, streamArn),
+          );
+          failed = false;
+          return out;
+        } finally {
+          options.onInvocation?.({
+            functionName: relayFunction,
+            records: records.length,
+            ms: performance.now() - invoked,
+            failed,
+          });
+        }
+      },
       logger,
     });
     streamPoller.start();
     drains.push(() => streamPoller.stop());
     for (const group of consumerGroups) {
       const queue = resources.queues[group.name]!;
+      const functionName = `${PREFIX}-${group.name}`;
       const poller = new SqsPoller({
-        sqs,
+        sqs: options.pollerCallLog
+          ? recordAwsCalls(
+              new SQSClient({ ...clientConfig, endpoint: sqsService.endpoint }),
+              options.pollerCallLog,
+              mapping(functionName),
+            )
+          : sqs,
         lambda,
         queueUrl: queue.url,
         queueArn: queue.arn,
-        functionName: `${PREFIX}-${group.name}`,
+        functionName,
         logger,
+        ...(options.onInvocation ? { onInvocation: options.onInvocation } : {}),
       });
       poller.start();
       drains.push(() => poller.stop());
     }
-    if (options.pinger ?? true) {
-      // A run pings for a minute: stopping cancels it rather than waiting for it.
+    {
+      // The pinger welcomes new connections and pings them: it always runs. A run lasts a
+      // minute: stopping cancels it rather than waiting for it.
       const pinging = new AbortController();
       const loop = (async () => {
         while (!pinging.signal.aborted) {

@@ -20,6 +20,19 @@ export interface SqsPollerOptions {
   /** Long-poll wait, in seconds. @default 1 */
   readonly waitTimeSeconds?: number;
   readonly logger?: Pick<Console, 'error' | 'info'>;
+  /** Called after each invocation (each is a billed Lambda request); for benchmarks. */
+  readonly onInvocation?: (invocation: PollerInvocation) => void;
+}
+
+/** One invocation a poller made, as its event source mapping would. */
+export interface PollerInvocation {
+  readonly functionName: string;
+  /** Records in the event. */
+  readonly records: number;
+  /** From the invoke to its response: an upper bound of the function's billed duration. */
+  readonly ms: number;
+  /** The function threw or timed out. */
+  readonly failed: boolean;
 }
 
 /**
@@ -75,12 +88,19 @@ export class SqsPoller {
     const messages = received.Messages ?? [];
     if (messages.length === 0) return 0;
     const event = sqsEventOf(messages, this.options.queueArn);
+    const invoked = performance.now();
     const out = await this.options.lambda.send(
       new InvokeCommand({
         FunctionName: this.options.functionName,
         Payload: new TextEncoder().encode(JSON.stringify(event)),
       }),
     );
+    this.options.onInvocation?.({
+      functionName: this.options.functionName,
+      records: messages.length,
+      ms: performance.now() - invoked,
+      failed: out.FunctionError !== undefined,
+    });
     const text = out.Payload ? new TextDecoder().decode(out.Payload) : '';
     if (out.FunctionError) {
       this.logger.error(`${this.options.functionName} failed; the batch will be retried: ${text}`);

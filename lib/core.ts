@@ -71,20 +71,33 @@ export {
 } from './gateway/broadcaster.js';
 export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './gateway/config.js';
 export type { ConnectionApi } from './gateway/connection-api.js';
-export type { ConnectionRecord, ConnectionStore, Subscription } from './gateway/connections.js';
+export type {
+  ConnectionChange,
+  ConnectionRecord,
+  ConnectionStore,
+  Subscription,
+} from './gateway/connections.js';
 export {
   type ConnectRequest,
   type ConnectResult,
   EXT_PROTOCOL,
   Gateway,
   type GatewayOptions,
-  type PingReport,
   PLAIN_PROTOCOL,
   PUBSUB_CHANNEL,
   Session,
   type SessionState,
   type SessionSubscription,
 } from './gateway/gateway.js';
+export {
+  MAX_PING_INTERVAL,
+  MIN_PING_INTERVAL,
+  Pinger,
+  type PingerOptions,
+  type PingReport,
+  parsePingInterval,
+  type Welcomer,
+} from './gateway/pinger.js';
 export {
   type ConnectTokenClaims,
   createConnectToken,

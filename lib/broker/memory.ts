@@ -38,6 +38,8 @@ interface MemoryStream {
   messages: StoredMessage[];
   /** The last source position appended (see `StreamMessage.meta.sourceOffset`). */
   source?: string;
+  /** When the last message was appended (ms). */
+  lastAt?: number;
 }
 
 /** A broker keeping history and sessions in process memory (one node, tests, local runs). */
@@ -90,6 +92,7 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
     }
     const offset = stream.meta.lastOffset + 1;
     stream.meta = { epoch: stream.meta.epoch, lastOffset: offset };
+    stream.lastAt = now;
     stream.messages.push({
       offset,
       ...(source !== undefined ? { source } : {}),
@@ -120,6 +123,15 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
     return this.retained(s)
       .filter((m) => m.timestamp >= tsSeconds * 1000)
       .map((m) => toStreamMessage(stream, s.meta.epoch, m));
+  }
+
+  async lastBroadcastAt(streams: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    for (const name of streams) {
+      const lastAt = this.streams.get(name)?.lastAt;
+      if (lastAt !== undefined) out.set(name, lastAt);
+    }
+    return out;
   }
 
   async commitSession(sid: string, session: Cacheable): Promise<void> {

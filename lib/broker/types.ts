@@ -116,6 +116,12 @@ export interface Broker {
    * `commitSession`. Resolves to whether it wrote.
    */
   updateSession?(sid: string, update: SessionUpdate): Promise<boolean>;
+  /**
+   * When each of `streams` last had a message appended to its history (ms since the epoch),
+   * for the streams that have one (optional): the pinger spares connections whose
+   * subscribers got a broadcast within their ping interval. Transient broadcasts do not count.
+   */
+  lastBroadcastAt?(streams: readonly string[]): Promise<Map<string, number>>;
 }
 
 /** Options shared by the history-keeping brokers. */

@@ -4,11 +4,18 @@ import { ConfigError } from '../errors.js';
 /** Settings of the WebSocket gateway, read once at start ({@link configFromEnv}). */
 export interface GatewayConfig {
   /**
-   * Seconds between pings (`LAMBDACABLE_PING_INTERVAL`); the client's monitor expects
-   * one at least every 6 s by default.
+   * Seconds between pings of a connection that did not choose its own with `pi`
+   * (`LAMBDACABLE_PING_INTERVAL`); the client's monitor expects one at least every 6 s by
+   * default.
    * @default 3
    */
   readonly pingInterval: number;
+  /**
+   * Milliseconds between the pinger's reads of new connections (`LAMBDACABLE_PINGER_TICK_MS`):
+   * the delay of a welcome, and the pinger's fixed cost (a Query per bucket per tick).
+   * @default 250
+   */
+  readonly pingerTick: number;
   /**
    * HS256 secret of connect tokens (`LAMBDACABLE_JWT_SECRET`); unset: every token is refused.
    * @default undefined
@@ -72,6 +79,7 @@ export interface GatewayConfig {
 export function defaultGatewayConfig(): GatewayConfig {
   return {
     pingInterval: 3,
+    pingerTick: 250,
     jwtClockSkew: 30,
     publicStreams: false,
     allowAnonymous: false,
@@ -99,6 +107,7 @@ export function configFromEnv(env: Env): GatewayConfig {
   };
   return {
     pingInterval: positive(env, 'LAMBDACABLE_PING_INTERVAL', d.pingInterval, false),
+    pingerTick: positive(env, 'LAMBDACABLE_PINGER_TICK_MS', d.pingerTick, true),
     jwtClockSkew: nonNegative(env, 'LAMBDACABLE_JWT_CLOCK_SKEW', d.jwtClockSkew),
     ...(Object.fromEntries(Object.entries(secrets).filter(([, v]) => v !== undefined)) as Partial<
       typeof secrets

@@ -55,6 +55,11 @@ export class MemoryConnectionApi implements ConnectionApi {
     this.gone.add(connectionId);
   }
 
+  /** Posts to `connectionId` are delivered again (undoes {@link markGone}). */
+  markReachable(connectionId: string): void {
+    this.gone.delete(connectionId);
+  }
+
   /** From now on, posts to `connectionId` throw `error`. */
   failPostsTo(connectionId: string, error: unknown = new Error('post failed')): void {
     this.failures.set(connectionId, error);

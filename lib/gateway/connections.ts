@@ -1,3 +1,5 @@
+import { type Clock, systemClock } from '../messaging/types.js';
+
 /** A connected WebSocket client. */
 export interface ConnectionRecord {
   readonly connectionId: string;
@@ -17,6 +19,11 @@ export interface ConnectionRecord {
    * @default 'unauthorized'
    */
   readonly refusal?: 'unauthorized' | 'token_expired';
+  /**
+   * Seconds between server pings the client asked for at connect (AnyCable's `pi` query
+   * parameter); absent: the configured `pingInterval`.
+   */
+  readonly pingInterval?: number;
 }
 
 /** A connection's subscription to a stream through a channel identifier. */
@@ -30,6 +37,22 @@ export interface Subscription {
   /** The connection's management API endpoint, saving a read per subscriber on fan-out. */
   readonly endpoint?: string;
 }
+
+/**
+ * A connection or a subscription as the pinger reads it ({@link ConnectionStore.changesSince}),
+ * with when it was stored or last changed (ms since the epoch).
+ */
+export type ConnectionChange =
+  | {
+      readonly kind: 'connection';
+      readonly connection: ConnectionRecord;
+      readonly changedAt: number;
+    }
+  | {
+      readonly kind: 'subscription';
+      readonly subscription: Subscription;
+      readonly changedAt: number;
+    };
 
 /** Connections and their subscriptions, with a lookup from stream to subscribers. */
 export interface ConnectionStore {
@@ -53,34 +76,51 @@ export interface ConnectionStore {
   /** Removes a connection and all its subscriptions; returns the removed subscriptions. */
   removeConnection(connectionId: string): Promise<Subscription[]>;
   /**
-   * Every stored connection (never subscriptions), page by page, each exactly once, pages of
-   * at most `pageSize` (default 100) and never empty; order unspecified; no Scan.
+   * Connections and subscriptions stored or changed at `sinceMs` or later, page by page:
+   * pages of at most `pageSize` (default 100), never empty, order unspecified, no Scan.
+   * `0` reads everything, each item once. A connection counts as changed when one of its
+   * subscriptions is removed, so that a reader of changes learns it (it then reads the
+   * connection's subscriptions). Removed items are not reported.
    */
-  allConnections(pageSize?: number): AsyncIterable<ConnectionRecord[]>;
+  changesSince(sinceMs: number, pageSize?: number): AsyncIterable<ConnectionChange[]>;
 }
 
 /** An in-memory {@link ConnectionStore}. */
 export class MemoryConnectionStore implements ConnectionStore {
-  private readonly connections = new Map<string, ConnectionRecord>();
-  private readonly subscriptions = new Map<string, Map<string, Subscription>>();
+  private readonly connections = new Map<string, { record: ConnectionRecord; changedAt: number }>();
+  private readonly subscriptions = new Map<
+    string,
+    Map<string, { subscription: Subscription; changedAt: number }>
+  >();
+  private readonly clock: Clock;
+
+  /** `clock` dates the changes ({@link changesSince}). */
+  constructor(options: { clock?: Clock } = {}) {
+    this.clock = options.clock ?? systemClock;
+  }
 
   async putConnection(connection: ConnectionRecord): Promise<void> {
-    this.connections.set(connection.connectionId, connection);
+    this.connections.set(connection.connectionId, {
+      record: connection,
+      changedAt: this.clock.now(),
+    });
   }
 
   async getConnection(connectionId: string): Promise<ConnectionRecord | undefined> {
-    return this.connections.get(connectionId);
+    return this.connections.get(connectionId)?.record;
   }
 
   async connectionsOf(identity: string): Promise<ConnectionRecord[]> {
-    return [...this.connections.values()].filter((c) => c.identity === identity);
+    return [...this.connections.values()]
+      .map((c) => c.record)
+      .filter((c) => c.identity === identity);
   }
 
   async addSubscription(subscription: Subscription): Promise<boolean> {
     const subs = this.subscriptions.get(subscription.connectionId) ?? new Map();
     const key = `${subscription.stream}\u0000${subscription.identifier}`;
     if (subs.has(key)) return false;
-    subs.set(key, subscription);
+    subs.set(key, { subscription, changedAt: this.clock.now() });
     this.subscriptions.set(subscription.connectionId, subs);
     return true;
   }
@@ -90,22 +130,41 @@ export class MemoryConnectionStore implements ConnectionStore {
     stream: string,
     identifier: string,
   ): Promise<void> {
-    this.subscriptions.get(connectionId)?.delete(`${stream}\u0000${identifier}`);
+    const removed = this.subscriptions.get(connectionId)?.delete(`${stream}\u0000${identifier}`);
+    const connection = this.connections.get(connectionId);
+    if (removed && connection) connection.changedAt = this.clock.now();
   }
 
   async subscriptionsOf(connectionId: string): Promise<Subscription[]> {
-    return [...(this.subscriptions.get(connectionId)?.values() ?? [])];
+    return [...(this.subscriptions.get(connectionId)?.values() ?? [])].map((s) => s.subscription);
   }
 
   async *subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
     const all = [...this.subscriptions.values()].flatMap((subs) =>
-      [...subs.values()].filter((s) => s.stream === stream),
+      [...subs.values()].map((s) => s.subscription).filter((s) => s.stream === stream),
     );
     for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize);
   }
 
-  async *allConnections(pageSize = 100): AsyncIterable<ConnectionRecord[]> {
-    const all = [...this.connections.values()];
+  async *changesSince(sinceMs: number, pageSize = 100): AsyncIterable<ConnectionChange[]> {
+    const all: ConnectionChange[] = [
+      ...[...this.connections.values()].map(
+        (c): ConnectionChange => ({
+          kind: 'connection',
+          connection: c.record,
+          changedAt: c.changedAt,
+        }),
+      ),
+      ...[...this.subscriptions.values()].flatMap((subs) =>
+        [...subs.values()].map(
+          (s): ConnectionChange => ({
+            kind: 'subscription',
+            subscription: s.subscription,
+            changedAt: s.changedAt,
+          }),
+        ),
+      ),
+    ].filter((c) => c.changedAt >= sinceMs);
     for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize);
   }
 

@@ -11,10 +11,8 @@ import {
 import { type Clock, systemClock } from '../messaging/types.js';
 import {
   broadcastFrame,
-  type DeliveryReport,
   disconnectConnection,
   disconnectGone,
-  forEachConcurrently,
   GatewayBroadcaster,
   type GatewayLogger,
   type GonePolicy,
@@ -23,6 +21,7 @@ import {
 import type { GatewayConfig } from './config.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
+import { parsePingInterval } from './pinger.js';
 import { verifyConnectToken, verifySignedStreamName } from './tokens.js';
 
 /** AnyCable's extended protocol: history and session restore. */
@@ -62,7 +61,7 @@ export interface ConnectRequest {
   readonly connectionId: string;
   /** The management API endpoint of this connection. */
   readonly endpoint?: string;
-  /** The query string parameters (`jid`, `sid`). */
+  /** The query string parameters (`jid`, `sid`, `pi`). */
   readonly query: Readonly<Record<string, string | undefined>>;
   /** The `Sec-WebSocket-Protocol` header value (comma-separated). */
   readonly protocols?: string;
@@ -117,14 +116,6 @@ export class Session implements Cacheable {
       return undefined;
     }
   }
-}
-
-/** What a ping round did. */
-export interface PingReport {
-  readonly connections: number;
-  readonly sent: number;
-  readonly gone: number;
-  readonly failed: number;
 }
 
 interface ClientFrame {
@@ -208,11 +199,18 @@ export class Gateway {
       });
       return { statusCode: 400 };
     }
+    const pingInterval = parsePingInterval(query.pi);
+    if (typeof pingInterval === 'string') {
+      // The connection is kept, with the default interval: the client's monitor is the one
+      // that has to match it, and refusing would only make the client reconnect.
+      this.logger.warn('ping interval ignored', { connectionId, reason: pingInterval });
+    }
     const base = {
       connectionId,
       protocol,
       connectedAt: this.clock.now(),
       ...(endpoint ? { endpoint } : {}),
+      ...(typeof pingInterval === 'number' ? { pingInterval } : {}),
     };
 
     let identity: string;
@@ -283,10 +281,11 @@ export class Gateway {
    * Delivers `welcome` (with `restored` and `restored_ids` after a restore), or for a
    * refused connection `disconnect unauthorized` followed by a close. Returns whether the
    * client has it: `false` when the connection is unknown or not reachable yet (call again).
-   * A second call after a delivered welcome sends nothing.
+   * A second call after a delivered welcome sends nothing. `known` saves the read of the
+   * connection (the pinger has it).
    */
-  async welcome(connectionId: string): Promise<boolean> {
-    const connection = await this.store.getConnection(connectionId);
+  async welcome(connectionId: string, known?: ConnectionRecord): Promise<boolean> {
+    const connection = known ?? (await this.store.getConnection(connectionId));
     if (!connection) {
       this.logger.warn('welcome: unknown connection', { connectionId });
       return false;
@@ -358,47 +357,6 @@ export class Gateway {
         });
       }
     }
-  }
-
-  /** Pings every connection once ({@link pingAll} with the default page size). */
-  ping(): Promise<PingReport> {
-    return this.pingAll();
-  }
-
-  /**
-   * Posts `{"type":"ping","message":<unix seconds>}` to every connection, page by page;
-   * a connection that answers 410 is handled as on fan-out ({@link disconnectGone}).
-   */
-  async pingAll(pageSize = 100): Promise<PingReport> {
-    const frame = JSON.stringify({ type: 'ping', message: Math.floor(this.clock.now() / 1000) });
-    let connections = 0;
-    const report: DeliveryReport = { sent: 0, gone: [], failed: [] };
-    for await (const page of this.store.allConnections(pageSize)) {
-      connections += page.length;
-      await forEachConcurrently(page, this.concurrency, async (c) => {
-        try {
-          const result = await this.api.post(c.connectionId, frame, c.endpoint);
-          if (result === 'sent') {
-            report.sent++;
-            return;
-          }
-          report.gone.push(c.connectionId);
-          await disconnectGone(this.gone, c.connectionId, c);
-        } catch (error) {
-          report.failed.push({ connectionId: c.connectionId, error });
-          this.logger.error('ping failed', {
-            connectionId: c.connectionId,
-            error: error instanceof Error ? error.message : String(error),
-          });
-        }
-      });
-    }
-    return {
-      connections,
-      sent: report.sent,
-      gone: report.gone.length,
-      failed: report.failed.length,
-    };
   }
 
   private async identify(token: string | undefined): Promise<string> {

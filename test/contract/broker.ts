@@ -129,6 +129,47 @@ export function brokerContract(name: string, factory: BrokerFactory): void {
       });
     });
 
+    describe('lastBroadcastAt', () => {
+      const lastBroadcastAt = (streams: readonly string[]) => {
+        if (!broker.lastBroadcastAt) throw new Error(`${name} has no lastBroadcastAt`);
+        return broker.lastBroadcastAt(streams);
+      };
+
+      it('tells when each stream last had a message appended and leaves out the others', async () => {
+        const a = streamName('active-a');
+        const b = streamName('active-b');
+        const never = streamName('never');
+        await broker.handleBroadcast({ stream: a, data: 'first' });
+        clock.advance(2000);
+        const atA = clock.now();
+        await broker.handleBroadcast({ stream: a, data: 'second' });
+        clock.advance(3000);
+        const atB = clock.now();
+        await broker.handleBroadcast({ stream: b, data: 'x', meta: { sourceOffset: '100' } });
+        clock.advance(4000);
+        await broker.handleBroadcast({ stream: a, data: 'typing', meta: { transient: true } });
+        await broker.handleBroadcast({ stream: never, data: 'typing', meta: { transient: true } });
+        expect(await lastBroadcastAt([a, b, never, a])).toEqual(
+          new Map([
+            [a, atA],
+            [b, atB],
+          ]),
+        );
+        expect(await lastBroadcastAt([])).toEqual(new Map());
+      });
+
+      it('answers for more streams than one request reads', async () => {
+        const streams = Array.from({ length: 120 }, (_, i) => streamName(`many-${i}`));
+        const expected = new Map<string, number>();
+        for (const [i, s] of streams.entries()) {
+          if (i % 20 !== 0) continue;
+          expected.set(s, clock.now());
+          await publish(s, 'm');
+        }
+        expect(await lastBroadcastAt(streams)).toEqual(expected);
+      });
+    });
+
     describe('historyFrom', () => {
       it('returns the messages after the offset, in order', async () => {
         const s = streamName('from');

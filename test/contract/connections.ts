@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import type { ConnectionRecord, ConnectionStore, Subscription } from '../../lib';
+import type { ConnectionChange, ConnectionRecord, ConnectionStore, Subscription } from '../../lib';
 
 let n = 0;
 const id = (label: string) => `${label}-${process.pid}-${Date.now()}-${++n}`;
@@ -14,10 +14,32 @@ function connection(connectionId: string, identity = 'user-1'): ConnectionRecord
   };
 }
 
-async function collect(pages: AsyncIterable<Subscription[]>): Promise<Subscription[][]> {
-  const out: Subscription[][] = [];
+async function collect<T>(pages: AsyncIterable<T[]>): Promise<T[][]> {
+  const out: T[][] = [];
   for await (const page of pages) out.push(page);
   return out;
+}
+
+/**
+ * Waits past the current millisecond, so that what is written next is dated later than
+ * what was written before (the stores date changes with the wall clock).
+ */
+async function nextPhase(): Promise<number> {
+  await new Promise((r) => setTimeout(r, 20));
+  return Date.now();
+}
+
+/** The changes that concern `connectionIds` (the table may hold other tests' items). */
+function changesOf(changes: readonly ConnectionChange[], connectionIds: Iterable<string>) {
+  const ids = new Set(connectionIds);
+  return changes.filter((c) =>
+    ids.has(c.kind === 'connection' ? c.connection.connectionId : c.subscription.connectionId),
+  );
+}
+
+/** A change without its time, for comparing. */
+function undated(c: ConnectionChange): ConnectionRecord | Subscription {
+  return c.kind === 'connection' ? c.connection : c.subscription;
 }
 
 /** The ConnectionStore contract, run against memory and DynamoDB. */
@@ -35,6 +57,14 @@ export function connectionStoreContract(
       const c = connection(id('c'));
       await store.putConnection(c);
       expect(await store.getConnection(c.connectionId)).toEqual(c);
+      const chosen: ConnectionRecord = {
+        ...connection(id('c')),
+        endpoint: 'https://abc.execute-api.example/prod',
+        refusal: 'token_expired',
+        pingInterval: 7,
+      };
+      await store.putConnection(chosen);
+      expect(await store.getConnection(chosen.connectionId)).toEqual(chosen);
       expect(await store.getConnection(id('missing'))).toBeUndefined();
     });
 
@@ -119,27 +149,121 @@ export function connectionStoreContract(
       ]);
     });
 
-    it('lists every connection page by page, each once, without subscriptions', async () => {
-      const mine = Array.from({ length: 23 }, (_, i) => connection(id(`all${i}`)));
-      await Promise.all(mine.map((c) => store.putConnection(c)));
-      await store.addSubscription({
-        connectionId: mine[0]!.connectionId,
-        stream: id('stream'),
-        identifier: 'i',
+    describe('changesSince', () => {
+      it('reads every connection and subscription with 0, each once, in pages that are never empty', async () => {
+        const before = Date.now();
+        const mine = Array.from({ length: 23 }, (_, i) => connection(id(`all${i}`)));
+        await Promise.all(mine.map((c) => store.putConnection(c)));
+        const subs: Subscription[] = mine.slice(0, 4).map((c, i) => ({
+          connectionId: c.connectionId,
+          stream: id('stream'),
+          identifier: `{"i":${i}}`,
+          whisper: i % 2 === 0,
+          endpoint: 'https://abc.execute-api.example/prod',
+        }));
+        await Promise.all(subs.map((sub) => store.addSubscription(sub)));
+        const removed = connection(id('gone'));
+        await store.putConnection(removed);
+        await store.addSubscription({
+          connectionId: removed.connectionId,
+          stream: id('stream'),
+          identifier: 'i',
+        });
+        await store.removeConnection(removed.connectionId);
+        const pages = await collect(store.changesSince(0, 10));
+        expect(pages.every((p) => p.length > 0 && p.length <= 10)).toBe(true);
+        const all = pages.flat();
+        const ours = changesOf(
+          all,
+          [...mine, removed].map((c) => c.connectionId),
+        );
+        expect(ours.filter((c) => c.kind === 'connection').map(undated)).toEqual(
+          expect.arrayContaining(mine),
+        );
+        expect(ours.filter((c) => c.kind === 'subscription').map(undated)).toEqual(
+          expect.arrayContaining(subs),
+        );
+        expect(ours).toHaveLength(mine.length + subs.length);
+        expect(ours.every((c) => c.changedAt >= before && c.changedAt <= Date.now())).toBe(true);
+        const keys = all.map((c) =>
+          c.kind === 'connection'
+            ? `c ${c.connection.connectionId}`
+            : `s ${c.subscription.connectionId} ${c.subscription.stream} ${c.subscription.identifier}`,
+        );
+        expect(new Set(keys).size).toBe(keys.length);
       });
-      const removed = connection(id('gone'));
-      await store.putConnection(removed);
-      await store.removeConnection(removed.connectionId);
-      const pages: ConnectionRecord[][] = [];
-      for await (const page of store.allConnections(10)) pages.push(page);
-      expect(pages.every((p) => p.length > 0 && p.length <= 10)).toBe(true);
-      const seen = pages.flat().map((c) => c.connectionId);
-      // The table may hold other tests' connections: only ours are asserted.
-      const ours = new Set(mine.map((c) => c.connectionId));
-      expect(seen.filter((c) => ours.has(c)).sort()).toEqual([...ours].sort());
-      expect(new Set(seen).size).toBe(seen.length);
-      expect(seen).not.toContain(removed.connectionId);
-      expect(pages.flat().find((c) => c.connectionId === mine[5]!.connectionId)).toEqual(mine[5]);
+
+      it('reads only what was stored or changed at the given time or later', async () => {
+        const old = connection(id('old'));
+        await store.putConnection(old);
+        await store.addSubscription({
+          connectionId: old.connectionId,
+          stream: id('s'),
+          identifier: 'i',
+        });
+        const since = await nextPhase();
+        const fresh = connection(id('fresh'));
+        await store.putConnection(fresh);
+        const sub: Subscription = {
+          connectionId: old.connectionId,
+          stream: id('s'),
+          identifier: 'j',
+          whisper: false,
+        };
+        await store.addSubscription(sub);
+        const changes = changesOf((await collect(store.changesSince(since))).flat(), [
+          old.connectionId,
+          fresh.connectionId,
+        ]);
+        expect(changes.map(undated)).toEqual(expect.arrayContaining([fresh, sub]));
+        expect(changes).toHaveLength(2);
+        expect(changes.every((c) => c.changedAt >= since)).toBe(true);
+        expect(
+          changesOf((await collect(store.changesSince(Date.now() + 60_000))).flat(), [
+            old.connectionId,
+            fresh.connectionId,
+          ]),
+        ).toEqual([]);
+      });
+
+      it('reports a connection again when one of its subscriptions is removed', async () => {
+        const c = connection(id('c'));
+        const untouched = connection(id('untouched'));
+        await store.putConnection(c);
+        await store.putConnection(untouched);
+        const removed: Subscription = {
+          connectionId: c.connectionId,
+          stream: id('s1'),
+          identifier: 'a',
+        };
+        const kept: Subscription = {
+          connectionId: c.connectionId,
+          stream: id('s2'),
+          identifier: 'b',
+          whisper: true,
+        };
+        // A subscription whose connection is not stored (or no longer).
+        const orphan: Subscription = {
+          connectionId: id('orphan'),
+          stream: id('s3'),
+          identifier: 'o',
+        };
+        for (const s of [removed, kept, orphan]) await store.addSubscription(s);
+        const since = await nextPhase();
+        await store.removeSubscription(c.connectionId, removed.stream, removed.identifier);
+        await store.removeSubscription(untouched.connectionId, id('never'), 'z');
+        await store.removeSubscription(orphan.connectionId, orphan.stream, orphan.identifier);
+        const changes = changesOf((await collect(store.changesSince(since))).flat(), [
+          c.connectionId,
+          untouched.connectionId,
+          orphan.connectionId,
+        ]);
+        expect(changes.map(undated)).toEqual([c]);
+        expect(changes[0]!.changedAt).toBeGreaterThanOrEqual(since);
+        // Marking a connection changed never stores one.
+        expect(await store.getConnection(orphan.connectionId)).toBeUndefined();
+        expect(await store.subscriptionsOf(c.connectionId)).toEqual([kept]);
+      });
     });
 
     it('removes a connection with all its subscriptions', async () => {

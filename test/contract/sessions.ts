@@ -92,8 +92,8 @@ class PausingStore implements ConnectionStore {
   removeConnection(id: string) {
     return this.inner.removeConnection(id);
   }
-  allConnections(pageSize?: number) {
-    return this.inner.allConnections(pageSize);
+  changesSince(sinceMs: number, pageSize?: number) {
+    return this.inner.changesSince(sinceMs, pageSize);
   }
 }
 

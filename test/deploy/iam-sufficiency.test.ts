@@ -20,7 +20,9 @@ describe('IAM sufficiency check', () => {
     ({ function: `lambdacable-local-${fn}`, client, operation, input }) as RecordedCall;
   const calls: RecordedCall[] = [
     call('wsConnect', 'DynamoDBClient', 'PutItem', { TableName: 'lambdacable-local-connections' }),
-    call('wsConnect', 'LambdaClient', 'Invoke', { FunctionName: 'lambdacable-local-wsWelcome' }),
+    call('pinger', 'DynamoDBClient', 'BatchGetItem', {
+      RequestItems: ['lambdacable-local-history'],
+    }),
     call('broadcast', 'DynamoDBClient', 'TransactWriteItems', {
       TransactItems: [
         { Update: 'lambdacable-local-history' },
@@ -55,7 +57,7 @@ describe('IAM sufficiency check', () => {
     const requests = requestsFor(packaged.template);
     expect(requests.map((r) => r.action)).toEqual([
       'dynamodb:PutItem',
-      'lambda:InvokeFunction',
+      'dynamodb:BatchGetItem',
       'dynamodb:UpdateItem',
       'dynamodb:PutItem',
       'dynamodb:Query',

@@ -35,7 +35,7 @@ describe('serverless package (osls + serverless-esbuild)', () => {
 
   it('runs every function on nodejs24.x (Node.js 20 functions can no longer be created)', () => {
     const functions = ofType('AWS::Lambda::Function');
-    expect(functions.length).toBe(8);
+    expect(functions.length).toBe(7);
     for (const [, fn] of functions) {
       expect(fn.Properties.Runtime).toBe('nodejs24.x');
       expect(fn.Properties.Handler).toMatch(/^functions\/[a-z-]+\.handler$/);
@@ -161,12 +161,12 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     }
   });
 
-  it('does not let Lambda retry the asynchronous welcome (it retries by itself)', () => {
+  it('does not let Lambda retry a pinger run (a retry would only overlap the next scheduled run)', () => {
     const configs = ofType('AWS::Lambda::EventInvokeConfig');
-    const welcome = configs.find(([, r]) =>
-      JSON.stringify(r.Properties.FunctionName).includes('WsWelcome'),
+    const pinger = configs.find(([, r]) =>
+      JSON.stringify(r.Properties.FunctionName).includes('Pinger'),
     );
-    expect(welcome?.[1].Properties.MaximumRetryAttempts).toBe(0);
+    expect(pinger?.[1].Properties.MaximumRetryAttempts).toBe(0);
   });
 
   it('configures Powertools logging and metrics in every function', () => {

@@ -154,7 +154,6 @@ beforeAll(async () => {
     env,
     output: 'quiet',
     watch: false,
-    pinger: false,
   });
   good = await RawClient.welcomed();
   expect(await good.subscribe(pubsub(GOOD_STREAM))).toEqual({

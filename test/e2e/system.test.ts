@@ -222,6 +222,47 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     expect(c.state).toBe('connected');
   });
 
+  it('pings a client at the interval it chose with `pi`, and spares a client whose stream gets broadcasts', async () => {
+    const typeOf = (f: unknown) => (f as { type?: string }).type;
+    // A subscribed @anycable/core client on a stream that gets a broadcast every second.
+    const busy = cable(await token('ivan'));
+    await busy.connect();
+    const channel = busy.streamFromSigned(signed('busy/1'));
+    const got = collect(channel);
+    await channel.ensureSubscribed();
+    const pingsOfBusy: unknown[] = [];
+    // Every frame is a keepalive to the client; a ping's carries its time.
+    busy.on('keepalive', (msg: unknown) => {
+      if (msg !== undefined) pingsOfBusy.push(msg);
+    });
+    let broadcasting = true;
+    const broadcasts = (async () => {
+      for (let n = 0; broadcasting; n++) {
+        const res = await fetch(`${stack.httpUrl}/_broadcast`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${secrets.LAMBDACABLE_BROADCAST_KEY}` },
+          body: JSON.stringify({ stream: 'busy/1', data: JSON.stringify({ n }) }),
+        });
+        expect(res.status).toBe(201);
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+    })();
+    await until(() => got.messages.length >= 1, 20_000, 'the first busy broadcast');
+    pingsOfBusy.length = 0;
+    const [slow, idle] = await Promise.all([
+      framesFor(`${stack.wsUrl}?jid=${await token('gina')}&pi=30`, 9_000),
+      framesFor(`${stack.wsUrl}?jid=${await token('hank')}`, 9_000),
+    ]);
+    broadcasting = false;
+    await broadcasts;
+    expect(slow.map(typeOf)).toEqual(['welcome']);
+    expect(idle.filter((f) => typeOf(f) === 'ping').length).toBeGreaterThanOrEqual(2);
+    // About 3 pings in 9 s without the broadcasts; a slow broadcast may let one through.
+    expect(got.messages.length).toBeGreaterThanOrEqual(6);
+    expect(pingsOfBusy.length).toBeLessThanOrEqual(1);
+    expect(busy.state).toBe('connected');
+  });
+
   it('fans each of 20 broadcasts out to 200 clients, and removes a vanished connection on its first 410', async () => {
     const stream = 'fanout/1';
     const n = 200;
@@ -333,6 +374,10 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
   'broadcast dynamodb:DeleteItem table/lambdacable-local-connections':
     'the remote unsubscribe command removes subscriptions',
   'wsDefault dynamodb:DeleteItem table/lambdacable-local-connections': 'an unsubscribe frame',
+  'wsDefault dynamodb:UpdateItem table/lambdacable-local-connections':
+    'an unsubscribe frame marks the connection changed for the pinger',
+  'broadcast dynamodb:UpdateItem table/lambdacable-local-connections':
+    'the remote unsubscribe command marks the connections changed for the pinger',
   'wsDefault dynamodb:Query table/lambdacable-local-connections/index/byStream':
     'a whisper reaches the other subscribers',
   'pinger dynamodb:GetItem table/lambdacable-local-connections':

@@ -686,23 +686,6 @@ describe('Gateway: bad input', () => {
   });
 });
 
-describe('Gateway: pings', () => {
-  it('pings every connection, page by page, with the unix time, and removes the gone ones', async () => {
-    const t = setup();
-    for (let i = 0; i < 7; i++) await t.open(`c${i}`);
-    t.clock.advanceSeconds(30);
-    t.api.markGone('c3');
-    const report = await t.gateway.pingAll(3);
-    expect(report).toEqual({ connections: 7, sent: 6, gone: 1, failed: 0 });
-    const now = Math.floor(t.clock.now() / 1000);
-    for (const c of ['c0', 'c1', 'c2', 'c4', 'c5', 'c6']) {
-      expect(t.frames(c).at(-1)).toEqual({ type: 'ping', message: now });
-    }
-    expect(await t.store.getConnection('c3')).toBeUndefined();
-    expect((await t.gateway.ping()).connections).toBe(6);
-  });
-});
-
 describe('Gateway: gone connections', () => {
   const paths = [
     ['a broadcast', (t: ReturnType<typeof setup>) => t.publish('s', { n: 1 })],
@@ -711,7 +694,7 @@ describe('Gateway: gone connections', () => {
       (t: ReturnType<typeof setup>) =>
         t.send('c1', { command: 'whisper', identifier: pubsub('s'), data: { typing: true } }),
     ],
-    ['a ping', (t: ReturnType<typeof setup>) => t.gateway.pingAll()],
+    // A ping answered 410: test/unit/pinger.test.ts.
   ] as const;
 
   it.each(paths)(
@@ -755,6 +738,7 @@ describe('configFromEnv', () => {
     expect(configFromEnv({})).toEqual(defaultGatewayConfig());
     expect(defaultGatewayConfig()).toMatchObject({
       pingInterval: 3,
+      pingerTick: 250,
       publicStreams: false,
       allowAnonymous: false,
       whisperOnSigned: false,
@@ -766,6 +750,7 @@ describe('configFromEnv', () => {
   it('reads every variable, empty ones meaning unset', () => {
     const config = configFromEnv({
       LAMBDACABLE_PING_INTERVAL: '5',
+      LAMBDACABLE_PINGER_TICK_MS: '500',
       LAMBDACABLE_JWT_SECRET: 'j',
       LAMBDACABLE_STREAMS_SECRET: 's',
       LAMBDACABLE_BROADCAST_KEY: '',
@@ -779,6 +764,7 @@ describe('configFromEnv', () => {
     });
     expect(config).toEqual({
       pingInterval: 5,
+      pingerTick: 500,
       jwtClockSkew: 30,
       jwtSecret: 'j',
       streamsSecret: 's',
@@ -793,6 +779,7 @@ describe('configFromEnv', () => {
   it.each([
     ['LAMBDACABLE_PING_INTERVAL', 'soon'],
     ['LAMBDACABLE_PING_INTERVAL', '0'],
+    ['LAMBDACABLE_PINGER_TICK_MS', '0.5'],
     ['LAMBDACABLE_PUBLIC_STREAMS', 'yes'],
     ['LAMBDACABLE_MAX_FRAME_BYTES', '1.5'],
     ['LAMBDACABLE_HISTORY_LIMIT', '-1'],

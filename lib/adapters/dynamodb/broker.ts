@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
+  type AttributeValue,
+  BatchGetItemCommand,
   ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
@@ -34,6 +36,7 @@ import {
   type StreamMessage,
 } from '../../broker/types.js';
 import { AwsResourceError } from '../../errors.js';
+import { MAX_STREAM_BYTES, utf8Bytes } from '../../limits.js';
 import { type Clock, systemClock } from '../../messaging/types.js';
 
 /** Options of {@link DynamoBroker}. */
@@ -51,13 +54,16 @@ export interface DynamoBrokerOptions {
 }
 
 const META = '0';
+/** Keys per BatchGetItem, the DynamoDB maximum. */
+const BATCH_GET_KEYS = 100;
 /** Tries of {@link DynamoBroker.updateSession} before it gives up under contention. */
 const SESSION_UPDATE_ATTEMPTS = 25;
 
 /**
  * The broker on DynamoDB: per-stream meta item (epoch created first-writer-wins by
- * `if_not_exists`, atomic last-offset counter), message items with `expiresAt`, sessions
- * with TTL. Reads filter on `expiresAt`, since TTL deletion lags.
+ * `if_not_exists`, atomic last-offset counter, `lastAt` ms of the last append), message
+ * items with `expiresAt`, sessions with TTL. Reads filter on `expiresAt`, since TTL
+ * deletion lags.
  */
 export class DynamoBroker extends SubscriptionTracking implements Broker {
   private readonly config: BrokerConfig;
@@ -96,11 +102,12 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
           TableName: table,
           Key: { pk: { S: msg.stream }, sk: { N: META } },
           UpdateExpression:
-            'SET lastOffset = if_not_exists(lastOffset, :zero) + :one, epoch = if_not_exists(epoch, :epoch)',
+            'SET lastOffset = if_not_exists(lastOffset, :zero) + :one, epoch = if_not_exists(epoch, :epoch), lastAt = :now',
           ExpressionAttributeValues: {
             ':zero': { N: '0' },
             ':one': { N: '1' },
             ':epoch': { S: newEpoch() },
+            ':now': { N: String(now) },
           },
           ReturnValues: 'ALL_NEW',
         }),
@@ -153,7 +160,8 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
                 Update: {
                   TableName: table,
                   Key: { pk: { S: msg.stream }, sk: { N: META } },
-                  UpdateExpression: 'SET lastOffset = :offset, epoch = :epoch, #source = :source',
+                  UpdateExpression:
+                    'SET lastOffset = :offset, epoch = :epoch, #source = :source, lastAt = :now',
                   ConditionExpression: current.Item
                     ? 'lastOffset = :last'
                     : 'attribute_not_exists(lastOffset)',
@@ -163,6 +171,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
                     ':epoch': { S: epoch },
                     // The stream's source position only moves forward.
                     ':source': { N: redelivery === 'older' ? stored! : source },
+                    ':now': { N: String(now) },
                     ...(current.Item ? { ':last': { N: String(last) } } : {}),
                   },
                 },
@@ -234,6 +243,51 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
     return retained
       .filter((m) => m.timestamp >= tsSeconds * 1000)
       .map((m) => toStreamMessage(stream, meta.epoch, m));
+  }
+
+  /**
+   * The streams' `lastAt` from their meta items: BatchGetItem, 100 keys a request,
+   * eventually consistent (the pinger reads again after a while anyway). Keys DynamoDB
+   * leaves unprocessed are asked again with back-off; a stream still unread after that is
+   * left out, as if it had no broadcast (its subscribers are pinged).
+   */
+  async lastBroadcastAt(streams: readonly string[]): Promise<Map<string, number>> {
+    const table = this.options.historyTable;
+    const out = new Map<string, number>();
+    // BatchGetItem refuses duplicate keys; a name over the limit was never appended.
+    const names = [...new Set(streams)].filter((s) => s !== '' && utf8Bytes(s) <= MAX_STREAM_BYTES);
+    for (let i = 0; i < names.length; i += BATCH_GET_KEYS) {
+      const chunk = names.slice(i, i + BATCH_GET_KEYS);
+      const id = chunk.length > 1 ? `${chunk[0]} and ${chunk.length - 1} more` : String(chunk[0]);
+      let keys: Record<string, AttributeValue>[] = chunk.map((stream) => ({
+        pk: { S: stream },
+        sk: { N: META },
+      }));
+      for (let attempt = 0; keys.length > 0 && attempt < 8; attempt++) {
+        const request = keys;
+        const res = await this.call('BatchGetItem', table, id, () =>
+          this.client.send(
+            new BatchGetItemCommand({
+              RequestItems: {
+                [table]: {
+                  Keys: request,
+                  ProjectionExpression: 'pk, lastAt',
+                  ConsistentRead: false,
+                },
+              },
+            }),
+          ),
+        );
+        for (const item of res.Responses?.[table] ?? []) {
+          const stream = item.pk?.S;
+          const lastAt = item.lastAt?.N;
+          if (stream !== undefined && lastAt !== undefined) out.set(stream, Number(lastAt));
+        }
+        keys = res.UnprocessedKeys?.[table]?.Keys ?? [];
+        if (keys.length > 0) await new Promise((r) => setTimeout(r, 25 * 2 ** attempt));
+      }
+    }
+    return out;
   }
 
   async commitSession(sid: string, session: Cacheable): Promise<void> {

@@ -7,11 +7,17 @@ import {
   PutItemCommand,
   paginateQuery,
   type QueryCommandInput,
+  UpdateItemCommand,
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { AwsResourceError } from '../../errors.js';
-import type { ConnectionRecord, ConnectionStore, Subscription } from '../../gateway/connections.js';
+import type {
+  ConnectionChange,
+  ConnectionRecord,
+  ConnectionStore,
+  Subscription,
+} from '../../gateway/connections.js';
 import {
   checkKeyBytes,
   MAX_CONNECTION_ID_BYTES,
@@ -26,12 +32,16 @@ import { awsCall } from '../call.js';
 export const STREAM_INDEX = 'byStream';
 /** The GSI from identity to connections. */
 export const IDENTITY_INDEX = 'byIdentity';
-/** The sparse GSI over connection items only (not subscriptions), sharded into buckets. */
+/**
+ * The GSI over connection and subscription items by when they were stored or changed:
+ * key (`bucket`, `since` ms), sharded into buckets, so that the pinger reads what changed
+ * since its last read with a Query per bucket.
+ */
 export const BUCKET_INDEX = 'byBucket';
 /** Buckets of {@link BUCKET_INDEX}: spreads connection writes over index partitions. */
 export const CONNECTION_BUCKETS = 8;
 
-/** The bucket of a connection: a stable hash of its id. */
+/** The bucket of a connection and of its subscriptions: a stable hash of its id. */
 export function connectionBucket(connectionId: string): string {
   let h = 0;
   for (let i = 0; i < connectionId.length; i++) h = (h * 31 + connectionId.charCodeAt(i)) | 0;
@@ -44,7 +54,8 @@ const ITEM_TTL_SECONDS = 3 * 3600;
 /**
  * Connections in the `connections` table: `pk` = `c#<id>`, `sk` = `c` for the
  * connection, `s#<stream>#<identifier>` for each subscription; the `byStream` index lists
- * a stream's subscribers (a paginated Query) and `byIdentity` an identity's connections.
+ * a stream's subscribers (a paginated Query), `byIdentity` an identity's connections and
+ * `byBucket` both kinds of item by their `since` (ms stored or changed).
  */
 export class DynamoConnectionStore implements ConnectionStore {
   constructor(private readonly options: { client: DynamoDBClient; tableName: string }) {}
@@ -66,6 +77,8 @@ export class DynamoConnectionStore implements ConnectionStore {
         connectedAt: c.connectedAt,
         endpoint: c.endpoint,
         refusal: c.refusal,
+        pingInterval: c.pingInterval,
+        since: Date.now(),
         expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
       },
       { removeUndefinedValues: true },
@@ -124,6 +137,8 @@ export class DynamoConnectionStore implements ConnectionStore {
         whisper: s.whisper ?? false,
         // Fan-out posts with it, without reading the connection item.
         endpoint: s.endpoint,
+        bucket: connectionBucket(s.connectionId),
+        since: Date.now(),
         expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
       },
       { removeUndefinedValues: true },
@@ -158,14 +173,40 @@ export class DynamoConnectionStore implements ConnectionStore {
     ) {
       return; // never stored
     }
-    await this.call('DeleteItem', connectionId, () =>
+    const out = await this.call('DeleteItem', connectionId, () =>
       this.options.client.send(
         new DeleteItemCommand({
           TableName: this.options.tableName,
           Key: { pk: { S: `c#${connectionId}` }, sk: { S: subscriptionKey(stream, identifier) } },
+          ReturnValues: 'ALL_OLD',
         }),
       ),
     );
+    if (out.Attributes) await this.touchConnection(connectionId);
+  }
+
+  /**
+   * Marks a connection changed (its `since` now), so that {@link changesSince} reports it;
+   * a connection that is gone stays gone (the update never creates an item).
+   */
+  private async touchConnection(connectionId: string): Promise<void> {
+    try {
+      await this.call('UpdateItem', connectionId, () =>
+        this.options.client.send(
+          new UpdateItemCommand({
+            TableName: this.options.tableName,
+            Key: { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
+            UpdateExpression: 'SET #since = :now',
+            ConditionExpression: 'attribute_exists(pk)',
+            ExpressionAttributeNames: { '#since': 'since' },
+            ExpressionAttributeValues: { ':now': { N: String(Date.now()) } },
+          }),
+        ),
+      );
+    } catch (error) {
+      if ((error as AwsResourceError).cause instanceof ConditionalCheckFailedException) return;
+      throw error;
+    }
   }
 
   async subscriptionsOf(connectionId: string): Promise<Subscription[]> {
@@ -222,17 +263,20 @@ export class DynamoConnectionStore implements ConnectionStore {
     return subs;
   }
 
-  /** Every connection, page by page: a Query per bucket of the sparse index, never a Scan. */
-  async *allConnections(pageSize = 100): AsyncIterable<ConnectionRecord[]> {
+  /**
+   * A Query per bucket of {@link BUCKET_INDEX} for `since >= sinceMs`, never a Scan. The
+   * index is eventually consistent: a write may show up a moment after it returned.
+   */
+  async *changesSince(sinceMs: number, pageSize = 100): AsyncIterable<ConnectionChange[]> {
     for (let b = 0; b < CONNECTION_BUCKETS; b++) {
       for await (const items of this.query(`b${b}`, {
         IndexName: BUCKET_INDEX,
-        KeyConditionExpression: '#bucket = :b',
-        ExpressionAttributeNames: { '#bucket': 'bucket' },
-        ExpressionAttributeValues: { ':b': { S: `b${b}` } },
+        KeyConditionExpression: '#bucket = :b AND #since >= :t',
+        ExpressionAttributeNames: { '#bucket': 'bucket', '#since': 'since' },
+        ExpressionAttributeValues: { ':b': { S: `b${b}` }, ':t': { N: String(sinceMs) } },
         Limit: pageSize,
       })) {
-        if (items.length > 0) yield items.map(toConnection);
+        if (items.length > 0) yield items.map(toChange);
       }
     }
   }
@@ -273,6 +317,7 @@ function toConnection(row: Record<string, unknown>): ConnectionRecord {
     ...(row.refusal === 'token_expired' || row.refusal === 'unauthorized'
       ? { refusal: row.refusal }
       : {}),
+    ...(typeof row.pingInterval === 'number' ? { pingInterval: row.pingInterval } : {}),
   };
 }
 
@@ -284,4 +329,12 @@ function toSubscription(row: Record<string, unknown>): Subscription {
     whisper: row.whisper === true,
     ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
   };
+}
+
+/** An item of {@link BUCKET_INDEX}: the connection item (`sk` `c`) or a subscription. */
+function toChange(row: Record<string, unknown>): ConnectionChange {
+  const changedAt = Number(row.since ?? 0);
+  return row.sk === 'c'
+    ? { kind: 'connection', connection: toConnection(row), changedAt }
+    : { kind: 'subscription', subscription: toSubscription(row), changedAt };
 }

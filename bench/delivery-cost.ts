@@ -1,0 +1,423 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { RecordedCall } from '../infra/aws-call-log';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local-services';
+import type { PollerInvocation } from '../infra/sqs-poller';
+import { createConnectToken, DynamoConnectionStore, signStreamName } from '../lib';
+import { meterCapacity } from './capacity';
+import { costOf, gbSeconds, type Usage } from './prices';
+import { type BenchSecrets, type BenchStack, broadcastOverHttp, sleep } from './stack';
+import type { Figure } from './util';
+import { BenchClient, failures, inWaves, signedIdentifier } from './ws-clients';
+
+/** Connected, subscribed clients. */
+const SUBSCRIBERS = 100;
+/** Broadcasts per run. */
+const EVENTS = 50;
+/** The goal: AWS requests per event beyond the per-subscriber posts. */
+const REQUEST_GOAL = 0.3;
+/** The floor: API Gateway's own price per million messages posted, in dollars. */
+const FLOOR_PER_MILLION = 1.0;
+/** The goal: within this factor of the floor. */
+const COST_GOAL = 1.2;
+/** After the last delivery, the pollers still delete the batch: their calls belong to the run. */
+const SETTLE_MS = 1_500;
+const DELIVERY_TIMEOUT_MS = 60_000;
+
+/** The functions' memory (MB) from serverless.yml: the provider's, or a function's own. */
+export function memoryOf(functionName: string, yml = readServerlessYml()): number {
+  let provider = 128;
+  let current: string | undefined;
+  let inFunctions = false;
+  let own: number | undefined;
+  for (const line of yml.split('\n')) {
+    if (/^\S/.test(line)) inFunctions = line.startsWith('functions:');
+    const top = /^ {2}memorySize:\s*(\d+)/.exec(line);
+    if (top && !inFunctions) provider = Number(top[1]);
+    const fn = inFunctions ? /^ {2}(\w+):\s*$/.exec(line) : null;
+    if (fn) current = fn[1];
+    const mine = inFunctions ? /^ {4}memorySize:\s*(\d+)/.exec(line) : null;
+    if (mine && current === functionName) own = Number(mine[1]);
+  }
+  return own ?? provider;
+}
+
+function readServerlessYml(): string {
+  return readFileSync(join(import.meta.dirname, '..', 'serverless.yml'), 'utf8');
+}
+
+/** `lambdacable-local-broadcast` → `broadcast`. */
+const shortName = (fn: string) => fn.replace(/^lambdacable-local-/, '');
+/** `DynamoDBClient` → `DynamoDB`. */
+const service = (client: string) => client.replace(/Client$/, '');
+
+/** What one run (a series of broadcasts) made. */
+interface Run {
+  readonly label: string;
+  readonly events: number;
+  readonly calls: RecordedCall[];
+  readonly pollerCalls: RecordedCall[];
+  readonly invocations: PollerInvocation[];
+  /** Round trips of the POSTs: an upper bound of httpBroadcast's duration. */
+  readonly postMs: number[];
+  readonly duplicates: number;
+}
+
+/** A run's requests per event, by caller and operation, and what they are. */
+interface Tally {
+  /** Billed requests on the path, but the per-subscriber posts. */
+  readonly path: Map<string, number>;
+  /** The functions' SDK calls among them. */
+  readonly pathCalls: RecordedCall[];
+  readonly posts: number;
+  /** Requests of the pinger, and of connection functions (none expected). */
+  readonly aside: Map<string, number>;
+  /** Stream reads of the relay's event source mapping (free) and empty SQS receives (idle). */
+  readonly idle: Map<string, number>;
+  readonly invocations: Map<string, number>;
+  readonly durationMs: Map<string, number>;
+}
+
+function tally(run: Run): Tally {
+  const path = new Map<string, number>();
+  const aside = new Map<string, number>();
+  const idle = new Map<string, number>();
+  const add = (m: Map<string, number>, key: string, n = 1) => m.set(key, (m.get(key) ?? 0) + n);
+  let posts = 0;
+  const pathCalls: RecordedCall[] = [];
+  for (const c of run.calls) {
+    const fn = shortName(c.function);
+    const key = `${fn} ${service(c.client)}.${c.operation}`;
+    if (fn === 'broadcast' && c.operation === 'PostToConnection') posts++;
+    else if (fn === 'pinger' || fn.startsWith('ws')) add(aside, key);
+    else {
+      add(path, key);
+      pathCalls.push(c);
+    }
+  }
+  const invocations = new Map<string, number>();
+  const durationMs = new Map<string, number>();
+  invocations.set('httpBroadcast', run.postMs.length);
+  durationMs.set(
+    'httpBroadcast',
+    run.postMs.reduce((a, b) => a + b, 0),
+  );
+  for (const i of run.invocations) {
+    const fn = shortName(i.functionName);
+    add(invocations, fn);
+    add(durationMs, fn, i.ms);
+  }
+  for (const c of run.pollerCalls) {
+    const fn = shortName(c.function.replace(/ event source mapping$/, ''));
+    const key = `${fn} mapping ${service(c.client)}.${c.operation}`;
+    if (c.client === 'DynamoDBStreamsClient') add(idle, `${key} (free to Lambda)`);
+    else if (c.operation !== 'ReceiveMessage') add(path, key);
+  }
+  // One receive per invocation brought its batch; the others came back empty (idle polling).
+  const receives = new Map<string, number>();
+  for (const c of run.pollerCalls) {
+    if (c.operation === 'ReceiveMessage') {
+      add(receives, shortName(c.function.replace(/ event source mapping$/, '')));
+    }
+  }
+  for (const [fn, n] of receives) {
+    const batches = Math.min(n, invocations.get(fn) ?? 0);
+    if (batches > 0) add(path, `${fn} mapping SQS.ReceiveMessage`, batches);
+    if (n > batches) add(idle, `${fn} mapping SQS.ReceiveMessage (empty)`, n - batches);
+  }
+  for (const [fn, n] of invocations) add(path, `${fn} Lambda invocation`, n);
+  add(path, 'API Gateway HTTP API request (POST /_broadcast)', run.postMs.length);
+  return { path, pathCalls, posts, aside, idle, invocations, durationMs };
+}
+
+/**
+ * DynamoDB units of the recorded calls, by AWS's on-demand rules: every item here is under
+ * 1 KB (writes) and 4 KB (reads); a transactional item costs twice; a `GetItem` is counted as
+ * consistent (the log does not say; the path's reads are); a `Query` of the stream index as
+ * measured on the same table (`queryUnits` per page).
+ */
+function dynamodbUnits(
+  calls: readonly RecordedCall[],
+  queryUnits: number,
+): {
+  wru: number;
+  rru: number;
+} {
+  let wru = 0;
+  let rru = 0;
+  for (const c of calls) {
+    if (c.client !== 'DynamoDBClient') continue;
+    const items = Array.isArray(c.input.TransactItems) ? c.input.TransactItems.length : 1;
+    switch (c.operation) {
+      case 'GetItem':
+        rru += 1;
+        break;
+      case 'Query':
+        rru += c.input.IndexName === 'byStream' ? queryUnits : 0.5;
+        break;
+      case 'TransactWriteItems':
+        wru += 2 * items;
+        break;
+      case 'TransactGetItems':
+        rru += 2 * items;
+        break;
+      // One item per BatchWriteItem here: the producer writes one item per partition per
+      // request, and every event of a run has the same partition (the stream).
+      default:
+        wru += 1;
+    }
+  }
+  return { wru, rru };
+}
+
+/** A run's list price per event (one broadcast to its subscribers). */
+function usagePerEvent(run: Run, t: Tally, queryUnits: number): Usage {
+  const perEvent = (n: number) => n / run.events;
+  const sqs = [...t.path].filter(([key]) => / SQS\./.test(key)).reduce((n, [, v]) => n + v, 0);
+  let gbs = 0;
+  for (const [fn, ms] of t.durationMs) gbs += gbSeconds(ms, memoryOf(fn));
+  const units = dynamodbUnits(t.pathCalls, queryUnits);
+  return {
+    apiGatewayMessages: perEvent(t.posts),
+    httpApiRequests: perEvent(run.postMs.length),
+    lambdaRequests: perEvent([...t.invocations.values()].reduce((a, b) => a + b, 0)),
+    lambdaGbSeconds: perEvent(gbs),
+    dynamodbWriteUnits: perEvent(units.wru),
+    dynamodbReadUnits: perEvent(units.rru),
+    sqsFifoRequests: perEvent(sqs),
+  };
+}
+
+const fixed = (n: number, digits = 2) => n.toFixed(digits);
+/** Requests of a tally's path whose key matches. */
+const ofKeys = (t: Tally, pattern: RegExp) =>
+  [...t.path].filter(([key]) => pattern.test(key)).reduce((n, [, v]) => n + v, 0);
+const sum = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+
+/**
+ * AWS requests per delivered event on the whole path, and their list price: `SUBSCRIBERS`
+ * raw `ws` clients subscribed to one stream, then `EVENTS` broadcasts over
+ * `POST /_broadcast`, one by one (each waits for every client to have the one before) and
+ * as a burst (all at once). Every SDK call of the functions and of the pollers is recorded
+ * with middleware (`LAMBDACABLE_AWS_CALL_LOG`); only the calls made after the subscribes (and
+ * a warm-up broadcast) count.
+ */
+export async function benchDeliveryCost(
+  bench: BenchStack,
+  secrets: BenchSecrets,
+): Promise<{ requests: Figure[]; cost: Figure[] }> {
+  const { stack } = bench;
+  const stream = 'bench/path';
+  const identifier = signedIdentifier(signStreamName(stream, secrets.LAMBDACABLE_STREAMS_SECRET));
+  const tokens = await Promise.all(
+    Array.from({ length: SUBSCRIBERS }, (_, i) =>
+      createConnectToken({ sub: `path-${i}`, ttlSeconds: 600 }, secrets.LAMBDACABLE_JWT_SECRET),
+    ),
+  );
+  const clients: BenchClient[] = [];
+  const received = new Map<string, number>();
+  let duplicates = 0;
+  try {
+    const outcomes = await inWaves(tokens, 50, async (token) => {
+      const c = await BenchClient.connect(stack.wsUrl, token, 30_000);
+      clients.push(c);
+      await c.subscribe(identifier, 30_000);
+      const seen = new Set<string>();
+      c.onBroadcast = (b) => {
+        const { run, i } = b.message as { run: string; i: number };
+        const key = `${run}:${i}`;
+        if (seen.has(key)) duplicates++;
+        else received.set(run, (received.get(run) ?? 0) + 1);
+        seen.add(key);
+      };
+      return c;
+    });
+    const failed = failures(outcomes);
+    if (failed) throw new Error(`delivery cost bench: clients failed: ${failed}`);
+
+    const delivered = async (run: string, events: number) => {
+      const deadline = Date.now() + DELIVERY_TIMEOUT_MS;
+      while ((received.get(run) ?? 0) < events * SUBSCRIBERS) {
+        if (Date.now() > deadline) {
+          throw new Error(
+            `delivery cost bench: ${run}: ${received.get(run) ?? 0}/${events * SUBSCRIBERS} frames`,
+          );
+        }
+        await sleep(5);
+      }
+    };
+    const post = async (run: string, i: number, postMs: number[]) => {
+      const t0 = performance.now();
+      await broadcastOverHttp(stack, secrets, [{ stream, data: JSON.stringify({ run, i }) }]);
+      postMs.push(performance.now() - t0);
+    };
+    const measured = async (
+      label: string,
+      send: (postMs: number[]) => Promise<void>,
+    ): Promise<Run> => {
+      const from = [bench.callLog.mark(), bench.pollerLog.mark(), bench.invocations.length];
+      const dupsBefore = duplicates;
+      const postMs: number[] = [];
+      await send(postMs);
+      await delivered(label, EVENTS);
+      await sleep(SETTLE_MS);
+      return {
+        label,
+        events: EVENTS,
+        calls: bench.callLog.between(from[0]!, bench.callLog.mark()),
+        pollerCalls: bench.pollerLog.between(from[1]!, bench.pollerLog.mark()),
+        invocations: bench.invocations.slice(from[2]!),
+        postMs,
+        duplicates: duplicates - dupsBefore,
+      };
+    };
+
+    // Warm-up: cold starts and the schema cache are not what a steady path costs.
+    await post('warm-up', 0, []);
+    await delivered('warm-up', 1);
+    await sleep(SETTLE_MS);
+    const oneByOne = await measured('one by one', async (postMs) => {
+      for (let i = 0; i < EVENTS; i++) {
+        await post('one by one', i, postMs);
+        await delivered('one by one', i + 1);
+      }
+    });
+    const burst = await measured('burst', async (postMs) => {
+      await Promise.all(Array.from({ length: EVENTS }, (_, i) => post('burst', i, postMs)));
+    });
+
+    // The fan-out Query's units, measured on the same table with ReturnConsumedCapacity.
+    const dynamodb = new DynamoDBClient({
+      endpoint: stack.dynamodbEndpoint,
+      region: LOCAL_REGION,
+      credentials: LOCAL_CREDENTIALS,
+    });
+    const meter = meterCapacity(dynamodb);
+    const store = new DynamoConnectionStore({
+      client: dynamodb,
+      tableName: stack.resources.tables.connections,
+    });
+    let subscribers = 0;
+    for await (const page of store.subscribersOf(stream)) subscribers += page.length;
+    const queryPages = meter.calls;
+    dynamodb.destroy();
+
+    return report([oneByOne, burst], { subscribers, queryPages, queryUnits: meter.units });
+  } finally {
+    for (const c of clients) c.close();
+  }
+}
+
+function report(
+  runs: readonly Run[],
+  query: { subscribers: number; queryPages: number; queryUnits: number },
+): { requests: Figure[]; cost: Figure[] } {
+  const tallies = runs.map(tally);
+  const [a, b] = [runs[0]!, runs[1]!];
+  const [ta, tb] = [tallies[0]!, tallies[1]!];
+  const requests: Figure[] = [];
+  for (const [run, t] of [
+    [a, ta],
+    [b, tb],
+  ] as const) {
+    const perEvent = sum(t.path) / run.events;
+    const invocations = sum(t.invocations) / run.events;
+    requests.push({
+      name: `Requests per broadcast beyond the posts, ${run.label}`,
+      value: fixed(perEvent),
+      reference: `${REQUEST_GOAL} goal`,
+      ratio: `${fixed(perEvent / REQUEST_GOAL, 1)}x`,
+      extra:
+        `functions' SDK calls ${fixed(t.pathCalls.length / run.events)} + event source ` +
+        `mappings' SQS calls ${fixed(ofKeys(t, / mapping /) / run.events)} + Lambda invocations ` +
+        `${fixed(invocations)} (${[...t.invocations].map(([fn, n]) => `${fn} ${fixed(n / run.events)}`).join(', ')})` +
+        ` + HTTP API requests ${fixed(ofKeys(t, /^API Gateway HTTP/) / run.events)}` +
+        `${run.duplicates ? `; ${run.duplicates} duplicate frames` : ''}`,
+    });
+    const perFrame = sum(t.path) / Math.max(1, t.posts);
+    requests.push({
+      name: `Requests per delivered frame beyond the posts, ${run.label}`,
+      value: fixed(perFrame, 3),
+      reference: `${REQUEST_GOAL} goal`,
+      ratio: `${fixed(perFrame / REQUEST_GOAL)}x`,
+      extra: `the same requests over ${fixed(t.posts / run.events)} frames per broadcast`,
+    });
+  }
+  requests.push({
+    name: 'PostToConnection per event (the per-subscriber posts)',
+    value: `${fixed(ta.posts / a.events)} / ${fixed(tb.posts / b.events)}`,
+    reference: `${SUBSCRIBERS} subscribers`,
+    ratio: `${fixed(ta.posts / a.events / SUBSCRIBERS)}x / ${fixed(tb.posts / b.events / SUBSCRIBERS)}x`,
+    extra: 'one by one / burst',
+  });
+  const keys = [...new Set([...ta.path.keys(), ...tb.path.keys()])].sort(
+    (x, y) => (tb.path.get(y) ?? 0) - (tb.path.get(x) ?? 0),
+  );
+  for (const key of keys) {
+    const pa = (ta.path.get(key) ?? 0) / a.events;
+    const pb = (tb.path.get(key) ?? 0) / b.events;
+    requests.push({
+      name: `  ${key}`,
+      value: `${fixed(pa)} / ${fixed(pb)}`,
+      reference: `${REQUEST_GOAL} goal`,
+      ratio: `${fixed(pa / REQUEST_GOAL, 1)}x / ${fixed(pb / REQUEST_GOAL, 1)}x`,
+    });
+  }
+  const asides = [...new Set([...ta.aside.keys(), ...tb.aside.keys(), ...ta.idle.keys()])];
+  for (const key of asides) {
+    const n = (m: Tally) => m.aside.get(key) ?? m.idle.get(key) ?? 0;
+    requests.push({
+      name: `  not per event: ${key}`,
+      value: `${n(ta)} / ${n(tb)}`,
+      reference: 'calls in the run',
+      ratio: '-',
+    });
+  }
+
+  const cost: Figure[] = [];
+  const queryUnitsPerPage = query.queryUnits / Math.max(1, query.queryPages);
+  for (const [run, t] of [
+    [a, ta],
+    [b, tb],
+  ] as const) {
+    const usage = usagePerEvent(run, t, queryUnitsPerPage);
+    const deliveries = t.posts / run.events;
+    const { total, by } = costOf(usage);
+    const perMillion = (total / deliveries) * 1e6;
+    const share = (fields: (keyof Usage)[]) =>
+      `$${fixed((fields.reduce((n, f) => n + by[f], 0) / deliveries) * 1e6, 3)}`;
+    cost.push({
+      name: `$ per million deliveries, 1 broadcast → ${SUBSCRIBERS}, ${run.label}`,
+      value: `$${fixed(perMillion, 3)}`,
+      reference: `$${fixed(FLOOR_PER_MILLION)} API Gateway floor`,
+      ratio: `${fixed(perMillion / FLOOR_PER_MILLION)}x (goal ≤ ${COST_GOAL}x)`,
+      extra:
+        `API GW messages ${share(['apiGatewayMessages'])}, HTTP API ${share(['httpApiRequests'])}, ` +
+        `Lambda requests ${share(['lambdaRequests'])}, Lambda GB-s ${share(['lambdaGbSeconds'])}, ` +
+        `DynamoDB ${share(['dynamodbWriteUnits', 'dynamodbReadUnits'])} ` +
+        `(${fixed(usage.dynamodbWriteUnits ?? 0, 1)} WRU + ${fixed(usage.dynamodbReadUnits ?? 0, 1)} RRU/event), ` +
+        `SQS ${share(['sqsFifoRequests'])}`,
+    });
+  }
+  const durations = [...ta.durationMs]
+    .map(([fn, ms]) => `${fn} ${Math.round(ms / (ta.invocations.get(fn) || 1))} ms`)
+    .join(', ');
+  cost.push({
+    name: 'Lambda duration per invocation (local, one by one)',
+    value: durations,
+    reference: `${memoryOf('broadcast')} MB (serverless.yml)`,
+    ratio: '-',
+    extra:
+      'round trips measured by the pollers and the POSTs under npm start: an upper bound of ' +
+      "AWS's billed duration; connection-minutes ($0.25/M) are per connection, not per delivery",
+  });
+  cost.push({
+    name: `Fan-out Query, ${query.subscribers} subscribers`,
+    value: `${fixed(query.queryUnits, 1)} RRU`,
+    reference: `${query.queryPages} pages`,
+    ratio: '-',
+    extra: 'ReturnConsumedCapacity from DynamoDB Local, used for each byStream Query above',
+  });
+  return { requests, cost };
+}

@@ -1,0 +1,187 @@
+/**
+ * Keepalive cost: the real {@link Pinger} over the in-memory store for one simulated minute
+ * (a fake clock, so a minute takes a moment), counting the pings it posts and the items it
+ * reads, per ping interval and with part of the connections on a busy stream. The counts
+ * scale linearly with connections; the cost table prices them with bench/prices.ts.
+ */
+import {
+  type ConnectionChange,
+  defaultGatewayConfig,
+  Gateway,
+  GatewayBroadcaster,
+  MemoryBroker,
+  MemoryConnectionApi,
+  MemoryConnectionStore,
+  Pinger,
+} from '../lib';
+import { FakeClock } from '../test/helpers/clock';
+import { costOf, PRICES } from './prices';
+import { type Figure, printFigures } from './util';
+
+const TICK_MS = 250;
+const RUN_MS = 60_000;
+const BUCKETS = 8;
+/** Bytes of a connection or subscription item as the pinger reads it (index projection). */
+const ITEM_BYTES = 300;
+const PINGER_MEMORY_MB = 512;
+
+class CountingStore extends MemoryConnectionStore {
+  itemsRead = 0;
+  override async *changesSince(sinceMs: number, pageSize?: number) {
+    for await (const page of super.changesSince(sinceMs, pageSize)) {
+      this.itemsRead += page.length;
+      yield page as ConnectionChange[];
+    }
+  }
+}
+
+interface RunResult {
+  readonly pingsPerConnectionHour: number;
+  readonly itemsReadPerRun: number;
+  readonly spared: number;
+}
+
+/** One pinger run over `n` connections; `busyShare` of them on a stream with a broadcast each second. */
+async function simulate(n: number, pi: number | undefined, busyShare = 0): Promise<RunResult> {
+  const clock = new FakeClock();
+  const store = new CountingStore({ clock });
+  const api = new MemoryConnectionApi();
+  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
+  const broker = new MemoryBroker({
+    broadcaster: new GatewayBroadcaster({ store, api, clock, sessions }),
+    clock,
+  });
+  const gateway = new Gateway({
+    store,
+    broker,
+    api,
+    clock,
+    config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true },
+  });
+  for (let i = 0; i < n; i++) {
+    const connectionId = `c${i}`;
+    await gateway.connect({
+      connectionId,
+      query: pi ? { pi: String(pi) } : {},
+      protocols: 'actioncable-v1-ext-json',
+    });
+    await gateway.welcome(connectionId);
+    if (i < n * busyShare) {
+      const identifier = JSON.stringify({ channel: '$pubsub', stream_name: 'busy' });
+      await gateway.receive(connectionId, JSON.stringify({ command: 'subscribe', identifier }));
+    }
+  }
+  clock.advance(30_000); // an earlier run welcomed them
+  api.clear();
+  const pinger = new Pinger({ store, api, broker, welcomer: gateway, defaultInterval: 3, clock });
+  await pinger.start();
+  for (let t = 0; t < RUN_MS; t += TICK_MS) {
+    if (busyShare > 0 && t % 1000 === 0) {
+      await broker.handleBroadcast({ stream: 'busy', data: JSON.stringify({ t }) });
+    }
+    await pinger.tick();
+    clock.advance(TICK_MS);
+  }
+  const pings = api.posted.filter((p) => p.frame.startsWith('{"type":"ping"')).length;
+  return {
+    pingsPerConnectionHour: (pings / n) * 60,
+    itemsReadPerRun: store.itemsRead,
+    spared: pinger.report().spared,
+  };
+}
+
+/** Pinger cost per hour that does not depend on connections: the function and its ticks. */
+function fixedPerHour(): number {
+  const queries = BUCKETS * (3_600_000 / TICK_MS);
+  return costOf({
+    lambdaGbSeconds: 3600 * (PINGER_MEMORY_MB / 1024),
+    lambdaRequests: 60,
+    dynamodbReadUnits: queries * 0.5, // an empty Query costs one eventually consistent read
+  }).total;
+}
+
+/** Keepalive cost per hour of `connections` at `pingsPerConnectionHour`, one first read a minute. */
+function perHour(connections: number, r: RunResult, n: number): number {
+  const itemsPerRun = (r.itemsReadPerRun / n) * connections;
+  return (
+    fixedPerHour() +
+    costOf({
+      apiGatewayMessages: connections * r.pingsPerConnectionHour,
+      apiGatewayConnectionMinutes: connections * 60,
+      dynamodbReadUnits: 60 * Math.ceil((itemsPerRun * ITEM_BYTES) / 4096) * 0.5,
+    }).total
+  );
+}
+
+const usd = (x: number) => `$${x < 1 ? x.toFixed(4) : x.toFixed(2)}`;
+
+export async function benchKeepalive(): Promise<Figure[]> {
+  const n = 1_000;
+  const byDefault = await simulate(n, undefined);
+  const at30 = await simulate(n, 30);
+  const at60 = await simulate(n, 60);
+  const busy = await simulate(n, undefined, 0.5);
+  // The pinger before: every connection every 3 s, and every round read every connection.
+  const oldReadsPerRun = n * 20;
+  const figures: Figure[] = [
+    {
+      name: 'pings per connection-hour, default (3 s)',
+      value: byDefault.pingsPerConnectionHour.toFixed(0),
+      reference: '1200 (one per 3 s)',
+      ratio: `${(byDefault.pingsPerConnectionHour / 1200).toFixed(2)}×`,
+    },
+    {
+      name: 'pings per connection-hour, pi=30',
+      value: at30.pingsPerConnectionHour.toFixed(0),
+      reference: '1200 (default)',
+      ratio: `${(at30.pingsPerConnectionHour / 1200).toFixed(3)}×`,
+    },
+    {
+      name: 'pings per connection-hour, pi=60',
+      value: at60.pingsPerConnectionHour.toFixed(0),
+      reference: '1200 (default)',
+      ratio: `${(at60.pingsPerConnectionHour / 1200).toFixed(3)}×`,
+    },
+    {
+      name: 'pings per connection-hour, half on a stream with 1 broadcast/s',
+      value: busy.pingsPerConnectionHour.toFixed(0),
+      reference: '1200 (default)',
+      ratio: `${(busy.pingsPerConnectionHour / 1200).toFixed(2)}×`,
+      extra: `(${busy.spared} pings spared)`,
+    },
+    {
+      name: `items read per run (1 min), ${n} connections`,
+      value: String(byDefault.itemsReadPerRun),
+      reference: `${oldReadsPerRun} (all, every round)`,
+      ratio: `${(byDefault.itemsReadPerRun / oldReadsPerRun).toFixed(3)}×`,
+      extra: `same at pi=30: ${at30.itemsReadPerRun}`,
+    },
+    {
+      name: 'pinger fixed cost per hour (512 MB, 8 bucket Queries per tick)',
+      value: usd(fixedPerHour()),
+      reference: '-',
+      ratio: '-',
+    },
+  ];
+  for (const connections of [1_000, 10_000, 100_000]) {
+    const defaultCost = perHour(connections, byDefault, n);
+    for (const [label, r] of [
+      ['pi=30', at30],
+      ['pi=60', at60],
+    ] as const) {
+      const cost = perHour(connections, r, n);
+      figures.push({
+        name: `keepalive per month, ${connections.toLocaleString('en-US')} connections, ${label}`,
+        value: usd(cost * 730),
+        reference: `${usd(defaultCost * 730)} (3 s)`,
+        ratio: `${(cost / defaultCost).toFixed(3)}×`,
+        extra: `connection minutes alone ${usd(connections * 60 * 730 * PRICES.apiGatewayConnectionMinute)}`,
+      });
+    }
+  }
+  return figures;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  printFigures('Keepalive (the Pinger over one simulated minute)', await benchKeepalive());
+}

@@ -1,0 +1,105 @@
+import { readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { RecordedCall } from '../infra/aws-call-log';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../infra/local-stack';
+import type { PollerInvocation } from '../infra/sqs-poller';
+
+/** The functions' secrets on the bench's stack. */
+export const BENCH_SECRETS = {
+  LAMBDACABLE_JWT_SECRET: 'bench-jwt-secret',
+  LAMBDACABLE_STREAMS_SECRET: 'bench-streams-secret',
+  LAMBDACABLE_BROADCAST_KEY: 'bench-broadcast-key',
+};
+export type BenchSecrets = typeof BENCH_SECRETS;
+
+/** The local stack with everything it does on record. */
+export interface BenchStack {
+  readonly stack: LocalStack;
+  /** Every AWS call of the functions (`LAMBDACABLE_AWS_CALL_LOG`). */
+  readonly callLog: CallLog;
+  /** Every AWS call of the pollers (the event source mappings). */
+  readonly pollerLog: CallLog;
+  /** Every invocation the pollers made, in order. */
+  readonly invocations: PollerInvocation[];
+  stop(): Promise<void>;
+}
+
+/** A JSON-lines call log read in segments. */
+export class CallLog {
+  constructor(readonly file: string) {}
+
+  /** Where the log ends now: calls after this mark are the ones made from now on. */
+  mark(): number {
+    try {
+      return statSync(this.file).size;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** The calls recorded between two marks. */
+  between(from: number, to: number): RecordedCall[] {
+    let text: string;
+    try {
+      text = readFileSync(this.file).subarray(from, to).toString();
+    } catch {
+      return [];
+    }
+    return text
+      .split('\n')
+      .filter((line) => line.trim())
+      .map((line) => JSON.parse(line) as RecordedCall);
+  }
+}
+
+/** `npm start`'s stack on free ports, recording every AWS call and every poller invocation. */
+export async function startBenchStack(): Promise<BenchStack> {
+  const run = `${process.pid}-${Date.now()}`;
+  const callLog = new CallLog(join(tmpdir(), `lambdacable-bench-calls-${run}.jsonl`));
+  const pollerLog = new CallLog(join(tmpdir(), `lambdacable-bench-poller-calls-${run}.jsonl`));
+  const invocations: PollerInvocation[] = [];
+  const stack = await startLocalStack({
+    ...(await freeStackPorts()),
+    env: { ...BENCH_SECRETS, LAMBDACABLE_AWS_CALL_LOG: callLog.file },
+    pollerCallLog: pollerLog.file,
+    onInvocation: (i) => invocations.push(i),
+    output: 'quiet',
+    watch: false,
+  });
+  return {
+    stack,
+    callLog,
+    pollerLog,
+    invocations,
+    async stop() {
+      await stack.stop();
+      rmSync(callLog.file, { force: true });
+      rmSync(pollerLog.file, { force: true });
+    },
+  };
+}
+
+/** `POST /_broadcast` with `items`; throws unless it is accepted. */
+export async function broadcastOverHttp(
+  stack: LocalStack,
+  secrets: BenchSecrets,
+  items: readonly { stream: string; data: string }[],
+): Promise<void> {
+  const res = await fetch(`${stack.httpUrl}/_broadcast`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${secrets.LAMBDACABLE_BROADCAST_KEY}`,
+      'content-type': 'application/json',
+    },
+    body: JSON.stringify(items.length === 1 ? items[0] : items),
+  });
+  if (res.status !== 201) {
+    throw new Error(`POST /_broadcast answered ${res.status}: ${await res.text()}`);
+  }
+}
+
+/** Waits `ms`. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,294 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type ConnectionChange,
+  type ConnectionStore,
+  createConnectToken,
+  defaultGatewayConfig,
+  Gateway,
+  GatewayBroadcaster,
+  MAX_PING_INTERVAL,
+  MemoryBroker,
+  MemoryConnectionApi,
+  MemoryConnectionStore,
+  Pinger,
+  parsePingInterval,
+} from '../../lib';
+import { FakeClock } from '../helpers/clock';
+import { EXT, JWT_SECRET, pubsub, RecordingLogger } from '../helpers/gateway';
+
+const TICK_MS = 250;
+
+/** A store that counts what the pinger reads. */
+class CountingStore extends MemoryConnectionStore {
+  changeReads: { since: number; items: number }[] = [];
+  subscriptionReads = 0;
+
+  override async *changesSince(sinceMs: number, pageSize?: number) {
+    const read = { since: sinceMs, items: 0 };
+    this.changeReads.push(read);
+    for await (const page of super.changesSince(sinceMs, pageSize)) {
+      read.items += page.length;
+      yield page as ConnectionChange[];
+    }
+  }
+
+  override async subscriptionsOf(connectionId: string) {
+    this.subscriptionReads++;
+    return super.subscriptionsOf(connectionId);
+  }
+}
+
+function setup() {
+  const clock = new FakeClock();
+  const store = new CountingStore({ clock });
+  const api = new MemoryConnectionApi();
+  const logger = new RecordingLogger();
+  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
+  const broadcaster = new GatewayBroadcaster({ store, api, clock, logger, sessions });
+  const broker = new MemoryBroker({ broadcaster, clock });
+  const gateway = new Gateway({
+    store,
+    broker,
+    api,
+    config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true },
+    clock,
+    logger,
+  });
+  const pinger = new Pinger({
+    store: store as ConnectionStore,
+    api,
+    broker,
+    welcomer: gateway,
+    defaultInterval: 3,
+    clock,
+    logger,
+  });
+  /** `$connect` only: the pinger delivers the welcome. */
+  const connect = async (connectionId: string, query: Record<string, string> = {}) => {
+    const jid = await createConnectToken(
+      { sub: connectionId, ttlSeconds: 3600 },
+      JWT_SECRET,
+      clock,
+    );
+    await gateway.connect({ connectionId, query: { jid, ...query }, protocols: EXT });
+  };
+  /** Ticks for `ms`, as the pinger function does. */
+  const run = async (ms: number) => {
+    for (let t = 0; t < ms; t += TICK_MS) {
+      await pinger.tick();
+      clock.advance(TICK_MS);
+    }
+  };
+  const framesOf = (id: string) => api.framesOf(id) as Record<string, unknown>[];
+  const pings = (id: string) => framesOf(id).filter((f) => f.type === 'ping').length;
+  const publish = (stream: string, n: number) =>
+    broker.handleBroadcast({ stream, data: JSON.stringify({ n }) });
+  return {
+    clock,
+    store,
+    api,
+    logger,
+    broker,
+    gateway,
+    pinger,
+    connect,
+    run,
+    framesOf,
+    pings,
+    publish,
+  };
+}
+
+describe('Pinger: welcome', () => {
+  it('welcomes a new connection on its next tick, once, with no Lambda per connect', async () => {
+    const t = setup();
+    await t.pinger.start();
+    await t.connect('c1');
+    await t.run(5 * TICK_MS);
+    expect(t.framesOf('c1').filter((f) => f.type === 'welcome')).toEqual([
+      { type: 'welcome', sid: expect.any(String) },
+    ]);
+    expect(t.pinger.report().welcomed).toBe(1);
+  });
+
+  it('tries again each tick while the connection is not reachable (410 until $connect returned)', async () => {
+    const t = setup();
+    await t.pinger.start();
+    t.api.markGone('c1');
+    await t.connect('c1');
+    await t.run(3 * TICK_MS);
+    expect(t.framesOf('c1')).toEqual([]);
+    t.api.markReachable('c1');
+    await t.run(TICK_MS);
+    expect(t.framesOf('c1').map((f) => f.type)).toEqual(['welcome']);
+    expect(await t.store.getConnection('c1')).toBeDefined();
+  });
+
+  it('gives a connection that never becomes reachable up after the welcome timeout, with a warning', async () => {
+    const t = setup();
+    await t.pinger.start();
+    t.api.markGone('c1');
+    await t.connect('c1');
+    await t.run(12_000);
+    expect(t.logger.warnings()).toContain(
+      'welcome not delivered: the connection never became reachable',
+    );
+    expect(t.pinger.report().connections).toBe(0);
+  });
+
+  it('disconnects a refused connection as unauthorized, closes it, and never pings it', async () => {
+    const t = setup();
+    await t.pinger.start();
+    await t.gateway.connect({ connectionId: 'bad', query: { jid: 'nope' }, protocols: EXT });
+    await t.run(10_000);
+    expect(t.framesOf('bad')).toEqual([
+      { type: 'disconnect', reason: 'unauthorized', reconnect: false },
+    ]);
+    expect(t.api.isClosed('bad')).toBe(true);
+  });
+
+  it('does not welcome again a connection an earlier run found (its first read), and pings it within half an interval', async () => {
+    const t = setup();
+    await t.connect('old');
+    await t.gateway.welcome('old');
+    t.clock.advance(30_000);
+    t.api.clear();
+    await t.pinger.start();
+    await t.run(1_750);
+    expect(t.framesOf('old').map((f) => f.type)).toEqual(['ping']);
+  });
+});
+
+describe('Pinger: pings', () => {
+  it('pings every connection at the default interval (3 s) and each at its own `pi`', async () => {
+    const t = setup();
+    await t.pinger.start();
+    await t.connect('default');
+    await t.connect('slow', { pi: '30' });
+    await t.run(61_000);
+    expect(t.pings('default')).toBeGreaterThanOrEqual(19);
+    expect(t.pings('default')).toBeLessThanOrEqual(20);
+    expect(t.pings('slow')).toBe(2);
+    const frame = t.framesOf('default').find((f) => f.type === 'ping');
+    expect(frame).toEqual({ type: 'ping', message: expect.any(Number) });
+  });
+
+  it('spares a connection whose stream had a broadcast within its interval', async () => {
+    const t = setup();
+    await t.pinger.start();
+    await t.connect('busy');
+    await t.connect('idle');
+    await t.run(TICK_MS);
+    await t.gateway.receive(
+      'busy',
+      JSON.stringify({ command: 'subscribe', identifier: pubsub('s') }),
+    );
+    for (let n = 1; n <= 30; n++) {
+      await t.publish('s', n);
+      await t.run(2_000);
+    }
+    expect(t.pings('busy')).toBe(0);
+    expect(t.pings('idle')).toBeGreaterThanOrEqual(19);
+    expect(t.pinger.report().spared).toBeGreaterThan(0);
+    // Once the stream is quiet, the busy connection is pinged again.
+    await t.run(4_000);
+    expect(t.pings('busy')).toBe(1);
+  });
+
+  it('pings a connection again once it left its busy stream (an unsubscribe marks it changed)', async () => {
+    const t = setup();
+    await t.pinger.start();
+    await t.connect('c1');
+    await t.run(TICK_MS);
+    const subscribe = { command: 'subscribe', identifier: pubsub('s') };
+    await t.gateway.receive('c1', JSON.stringify(subscribe));
+    await t.publish('s', 0);
+    await t.run(2_000);
+    await t.gateway.receive('c1', JSON.stringify({ ...subscribe, command: 'unsubscribe' }));
+    for (let n = 1; n <= 10; n++) {
+      await t.publish('s', n);
+      await t.run(1_000);
+    }
+    expect(t.pings('c1')).toBeGreaterThanOrEqual(3);
+  });
+
+  it('reads each connection once per run, whatever the number of pings: later reads return only changes', async () => {
+    const t = setup();
+    for (let i = 0; i < 50; i++) await t.connect(`c${i}`);
+    for (let i = 0; i < 50; i++) await t.gateway.welcome(`c${i}`);
+    t.clock.advance(20_000);
+    t.store.subscriptionReads = 0;
+    await t.pinger.start();
+    await t.run(2_000); // the read overlap (1 s) has passed
+    const before = t.store.changeReads.reduce((n, r) => n + r.items, 0);
+    await t.run(58_000);
+    const after = t.store.changeReads.reduce((n, r) => n + r.items, 0);
+    expect(t.store.changeReads[0]).toEqual({ since: 0, items: 50 });
+    expect(t.store.changeReads.slice(1).every((r) => r.since > 0)).toBe(true);
+    expect(after - before).toBe(0);
+    expect(t.store.subscriptionReads).toBe(0);
+    expect(t.pinger.report().sent).toBeGreaterThanOrEqual(50 * 19);
+  });
+
+  it('forgets a connection that answers 410 and disconnects it when it is still stored', async () => {
+    const t = setup();
+    await t.pinger.start();
+    await t.connect('c1');
+    await t.connect('c2');
+    await t.run(TICK_MS);
+    t.clock.advance(20_000); // past the gone grace
+    t.api.markGone('c1');
+    await t.run(10_000);
+    expect(await t.store.getConnection('c1')).toBeUndefined();
+    expect(t.pinger.report()).toMatchObject({ gone: 1, connections: 1 });
+    expect(t.pings('c2')).toBeGreaterThanOrEqual(3);
+  });
+
+  it('logs a ping that fails and tries that connection again a second later', async () => {
+    const t = setup();
+    await t.pinger.start();
+    await t.connect('c1');
+    await t.run(TICK_MS);
+    t.api.failPostsTo('c1', new Error('throttled'));
+    await t.run(4_000);
+    expect(t.logger.at('error').map((e) => e.message)).toContain('ping failed');
+    t.api.healPostsTo('c1');
+    await t.run(1_250);
+    expect(t.pings('c1')).toBe(1);
+  });
+});
+
+describe('the `pi` query parameter', () => {
+  it.each([
+    ['30', 30],
+    ['1', 1],
+    [String(MAX_PING_INTERVAL), MAX_PING_INTERVAL],
+    [undefined, undefined],
+    ['', undefined],
+  ])('accepts %j as %j seconds', (pi, expected) => {
+    expect(parsePingInterval(pi)).toBe(expected);
+  });
+
+  it.each(['0', '-5', '2.5', 'abc', '1e3', String(MAX_PING_INTERVAL + 1)])(
+    'refuses %j with the allowed range',
+    (pi) => {
+      expect(parsePingInterval(pi)).toMatch(
+        /^pi must be an integer number of seconds from 1 to 540/,
+      );
+    },
+  );
+
+  it('is stored with the connection; a bad one is logged and the default interval used', async () => {
+    const t = setup();
+    await t.connect('chosen', { pi: '45' });
+    await t.connect('bad', { pi: 'often' });
+    expect((await t.store.getConnection('chosen'))?.pingInterval).toBe(45);
+    expect((await t.store.getConnection('bad'))?.pingInterval).toBeUndefined();
+    expect(t.logger.at('warn')).toEqual([
+      expect.objectContaining({
+        message: 'ping interval ignored',
+        fields: expect.objectContaining({ reason: expect.stringContaining('"often"') }),
+      }),
+    ]);
+  });
+});
