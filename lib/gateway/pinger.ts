@@ -12,6 +12,9 @@ import {
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionChange, ConnectionRecord, ConnectionStore } from './connections.js';
 
+/** Items per page of the pinger's reads: its first read covers every connection. */
+const READ_PAGE = 1000;
+
 /** Smallest and largest ping interval a client may ask for with `pi` (seconds). */
 export const MIN_PING_INTERVAL = 1;
 /** Under API Gateway's 10-minute idle timeout, which a ping resets. */
@@ -178,7 +181,7 @@ export class Pinger {
   private async read(since: number, first: boolean): Promise<void> {
     const startedAt = this.clock.now();
     const changed: Tracked[] = [];
-    for await (const page of this.store.changesSince(since)) {
+    for await (const page of this.store.changesSince(since, READ_PAGE)) {
       this.counts.reads++;
       for (const change of page) {
         const t = this.apply(change, first, startedAt);

@@ -268,16 +268,31 @@ export class DynamoConnectionStore implements ConnectionStore {
    * index is eventually consistent: a write may show up a moment after it returned.
    */
   async *changesSince(sinceMs: number, pageSize = 100): AsyncIterable<ConnectionChange[]> {
-    for (let b = 0; b < CONNECTION_BUCKETS; b++) {
-      for await (const items of this.query(`b${b}`, {
+    // The buckets are read at once, pages yielded as they arrive: the pinger's first read
+    // of every item takes one bucket's time, not eight.
+    const buckets = Array.from({ length: CONNECTION_BUCKETS }, (_, b) =>
+      this.query(`b${b}`, {
         IndexName: BUCKET_INDEX,
         KeyConditionExpression: '#bucket = :b AND #since >= :t',
         ExpressionAttributeNames: { '#bucket': 'bucket', '#since': 'since' },
         ExpressionAttributeValues: { ':b': { S: `b${b}` }, ':t': { N: String(sinceMs) } },
         Limit: pageSize,
-      })) {
-        if (items.length > 0) yield items.map(toChange);
+      })[Symbol.asyncIterator](),
+    );
+    const next = (b: number) => {
+      const step = buckets[b]!.next().then((result) => ({ b, result }));
+      step.catch(() => undefined); // raced below; a later rejection is not unhandled
+      return step;
+    };
+    const pending = new Map(buckets.map((_, b) => [b, next(b)]));
+    while (pending.size > 0) {
+      const { b, result } = await Promise.race(pending.values());
+      if (result.done) {
+        pending.delete(b);
+        continue;
       }
+      pending.set(b, next(b));
+      if (result.value.length > 0) yield result.value.map(toChange);
     }
   }
 
