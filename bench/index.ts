@@ -1,7 +1,9 @@
 import { benchAckManager } from './ack-manager';
+import { benchConnectCost } from './connect-cost';
 import { benchDeliveryCost } from './delivery-cost';
 import { benchFanoutLatency, FANOUT_CLIENTS } from './fanout-latency';
 import { benchFanoutReads } from './fanout-reads';
+import { benchKeepalive } from './keepalive';
 import { benchCrowds, benchPathLatency } from './local-stack';
 import { benchRelay } from './relay';
 import { BENCH_SECRETS, sleep, startBenchStack } from './stack';
@@ -11,6 +13,10 @@ print('AckManager (read in order, ack shuffled)', benchAckManager());
 print(
   'Outbox relay on the local services (batched vs one SendMessage per event)',
   await benchRelay(),
+);
+printFigures(
+  'Keepalive: the Pinger over one simulated minute, 1,000 connections',
+  await benchKeepalive(),
 );
 printFigures(
   'Fan-out reads: our byStream Query vs the AWS sample chat app Scan (DynamoDB Local)',
@@ -31,6 +37,11 @@ try {
   );
   printFigures('List price per million deliveries (us-east-1, bench/prices.ts)', cost);
   await sleep(5_000); // the disconnects of the last clients drain first
+  printFigures(
+    "AWS requests per connect (wsConnect, the pinger's welcome)",
+    await benchConnectCost(bench, BENCH_SECRETS),
+  );
+  await sleep(5_000);
   print(
     'Local stack: connect → welcome of crowds of default clients connecting at once',
     await benchCrowds(bench.stack, BENCH_SECRETS),

@@ -34,9 +34,18 @@ export class BenchClient {
     });
   }
 
-  /** Opens a connection (`jid` = the connect token, when given) and waits for `welcome`. */
-  static connect(url: string, token: string | undefined, timeoutMs: number): Promise<BenchClient> {
-    const target = token ? `${url}?jid=${encodeURIComponent(token)}` : url;
+  /**
+   * Opens a connection (`jid` = the connect token, when given, and any other `query`
+   * parameters, e.g. `pi`) and waits for `welcome`.
+   */
+  static connect(
+    url: string,
+    token: string | undefined,
+    timeoutMs: number,
+    query: Readonly<Record<string, string>> = {},
+  ): Promise<BenchClient> {
+    const params = new URLSearchParams({ ...(token ? { jid: token } : {}), ...query }).toString();
+    const target = params ? `${url}?${params}` : url;
     const ws = new WebSocket(target, EXT_PROTOCOL);
     const client = new BenchClient(ws);
     return new Promise((resolve, reject) => {

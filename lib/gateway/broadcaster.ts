@@ -91,8 +91,9 @@ export interface GatewayBroadcasterOptions {
    */
   readonly concurrency?: number;
   /**
-   * Subscribers read per page.
-   * @default 100
+   * Subscribers read per page: a stream with fewer costs one Query (a page exactly as
+   * large as the stream would cost a second, empty one).
+   * @default 1000
    */
   readonly pageSize?: number;
   /** @default the system clock */
@@ -165,7 +166,7 @@ export class GatewayBroadcaster implements Broadcaster {
     this.api = options.api;
     this.logger = options.logger ?? noopLogger;
     this.concurrency = options.concurrency ?? 50;
-    this.pageSize = options.pageSize ?? 100;
+    this.pageSize = options.pageSize ?? 1000;
     this.gone = {
       store: options.store,
       sessions: options.sessions,
