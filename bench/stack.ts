@@ -64,7 +64,7 @@ export async function startBenchStack(): Promise<BenchStack> {
     env: { ...BENCH_SECRETS, LAMBDACABLE_AWS_CALL_LOG: callLog.file },
     pollerCallLog: pollerLog.file,
     onInvocation: (i) => invocations.push(i),
-    output: 'quiet',
+    output: (process.env.BENCH_OUTPUT as 'inherit' | undefined) ?? 'quiet',
     watch: false,
   });
   return {
