@@ -10,7 +10,7 @@ import {
 import { brokerContract } from '../contract/broker';
 import { connectionStoreContract } from '../contract/connections';
 import { gatewaySessionContract } from '../contract/sessions';
-import { testResources } from '../helpers/aws';
+import { localClients, testResources } from '../helpers/aws';
 import { OrderPlaced } from '../helpers/events';
 
 let shared: ReturnType<typeof testResources> | undefined;
@@ -108,5 +108,60 @@ describe('DynamoSchemaRegistry', () => {
       );
     const bytes = await make().encode(OrderPlaced, { orderId: 'o-1', amount: 3 });
     expect(await make().decode(bytes, OrderPlaced)).toEqual({ orderId: 'o-1', amount: 3 });
+  });
+});
+
+describe('DynamoBroker across instances', () => {
+  it('appends each source once and in order when two instances take turns on one stream, reading the meta item only after the other one wrote', async () => {
+    const res = await resources();
+    const reads = new Map<string, number>();
+    /** A client of its own per instance, counting its GetItem calls with middleware. */
+    const counting = (name: string) => {
+      const { dynamodb } = localClients();
+      dynamodb.middlewareStack.add(
+        (next, context) => (args) => {
+          if (context.commandName === 'GetItemCommand') reads.set(name, (reads.get(name) ?? 0) + 1);
+          return next(args);
+        },
+        { step: 'initialize', name: 'countGetItem' },
+      );
+      return dynamodb;
+    };
+    const delivered: { offset?: number; data: string }[] = [];
+    const broadcaster = {
+      broadcast: async (m: { offset?: number; data: string }) => {
+        delivered.push({ offset: m.offset, data: m.data });
+      },
+      broadcastCommand: async () => {},
+      subscribe: async () => {},
+      unsubscribe: async () => {},
+    };
+    const broker = (name: string) =>
+      new DynamoBroker({
+        client: counting(name),
+        historyTable: res.tables.history,
+        sessionsTable: res.tables.sessions,
+        broadcaster,
+      });
+    const a = broker('a');
+    const b = broker('b');
+    const stream = `turns-${Date.now()}`;
+    const append = (on: DynamoBroker, n: number) =>
+      on.handleBroadcast({ stream, data: String(n), meta: { sourceOffset: String(n) } });
+
+    for (let n = 1; n <= 10; n++) await append(a, n);
+    expect(reads.get('a')).toBe(1); // its own appends need no read
+    for (let n = 11; n <= 20; n++) await append(n % 2 ? a : b, n);
+    // Redeliveries to the instance that did not append them are recognised.
+    await append(a, 20);
+    await append(b, 19);
+
+    const history = await a.historyFrom(stream, (await a.historySince(stream, 0))[0]!.epoch!, 0);
+    expect(history.map((m) => [m.offset, m.data])).toEqual(
+      Array.from({ length: 20 }, (_, i) => [i + 1, String(i + 1)]),
+    );
+    expect(delivered.slice(0, 20).map((d) => d.offset)).toEqual(
+      Array.from({ length: 20 }, (_, i) => i + 1),
+    );
   });
 });

@@ -56,6 +56,8 @@ export interface DynamoBrokerOptions {
 const META = '0';
 /** Keys per BatchGetItem, the DynamoDB maximum. */
 const BATCH_GET_KEYS = 100;
+/** Streams whose meta item an instance remembers from its own last append. */
+const META_CACHE_STREAMS = 10_000;
 /** Tries of {@link DynamoBroker.updateSession} before it gives up under contention. */
 const SESSION_UPDATE_ATTEMPTS = 25;
 
@@ -69,6 +71,12 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
   private readonly config: BrokerConfig;
   private readonly clock: Clock;
   private readonly client: DynamoDBClient;
+  /**
+   * The meta item each stream has after this instance's last append to it, so that the next
+   * append needs no read: the append's transaction is conditioned on that counter, so a
+   * stale entry (another instance appended since) only costs a failed write and a read.
+   */
+  private readonly metaCache = new Map<string, Record<string, AttributeValue>>();
 
   constructor(private readonly options: DynamoBrokerOptions) {
     super(options.broadcaster);
@@ -96,6 +104,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
     }
     const now = this.clock.now();
     const table = this.options.historyTable;
+    this.metaCache.delete(msg.stream);
     const meta = await this.call('UpdateItem', table, msg.stream, () =>
       this.client.send(
         new UpdateItemCommand({
@@ -132,15 +141,18 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
   private async appendOnce(msg: StreamMessage, source: string): Promise<void> {
     const table = this.options.historyTable;
     for (let attempt = 1; ; attempt++) {
-      const current = await this.call('GetItem', table, msg.stream, () =>
-        this.client.send(
-          new GetItemCommand({
-            TableName: table,
-            Key: { pk: { S: msg.stream }, sk: { N: META } },
-            ConsistentRead: true,
-          }),
-        ),
-      );
+      const cached = attempt === 1 ? this.metaCache.get(msg.stream) : undefined;
+      const current = cached
+        ? { Item: cached }
+        : await this.call('GetItem', table, msg.stream, () =>
+            this.client.send(
+              new GetItemCommand({
+                TableName: table,
+                Key: { pk: { S: msg.stream }, sk: { N: META } },
+                ConsistentRead: true,
+              }),
+            ),
+          );
       const last = Number(current.Item?.lastOffset?.N ?? '0');
       const epoch = current.Item?.epoch?.S ?? newEpoch();
       const stored = current.Item?.source?.N;
@@ -186,6 +198,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
           }),
         );
       } catch (error) {
+        this.metaCache.delete(msg.stream);
         // Another writer moved the counter between the read and the write: read again.
         if (error instanceof TransactionCanceledException && attempt < 5) continue;
         throw new AwsResourceError(
@@ -193,8 +206,23 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
           { resource: table, ids: [msg.stream], cause: error },
         );
       }
+      this.remember(msg.stream, {
+        pk: { S: msg.stream },
+        sk: { N: META },
+        lastOffset: { N: String(offset) },
+        epoch: { S: epoch },
+        source: { N: redelivery === 'older' ? stored! : source },
+      });
       await this.appended(msg, offset, epoch);
       return;
+    }
+  }
+
+  private remember(stream: string, item: Record<string, AttributeValue>): void {
+    this.metaCache.delete(stream);
+    this.metaCache.set(stream, item);
+    if (this.metaCache.size > META_CACHE_STREAMS) {
+      this.metaCache.delete(this.metaCache.keys().next().value!);
     }
   }
 
