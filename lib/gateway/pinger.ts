@@ -102,6 +102,8 @@ interface Tracked {
   /** When it is due next: a ping, or for an unwelcomed one another welcome attempt. */
   dueAt: number;
   welcomed: boolean;
+  /** Found by the run's first read: an earlier run may have welcomed and pinged it. */
+  foundFirst: boolean;
 }
 
 /**
@@ -222,8 +224,9 @@ export class Pinger {
       changedAt,
       intervalMs,
       lastFrameAt: undefined,
-      dueAt: welcomed ? now + intervalMs * (0.25 + 0.25 * Math.random()) : now,
+      dueAt: welcomed ? firstPingAt(now, intervalMs) : now,
       welcomed,
+      foundFirst: first,
     });
     return undefined;
   }
@@ -259,8 +262,13 @@ export class Pinger {
       if (await this.welcomer.welcome(connectionId, t.record)) {
         this.counts.welcomed++;
         t.welcomed = true;
-        t.lastFrameAt = now;
-        t.dueAt = now + t.intervalMs;
+        if (t.foundFirst) {
+          // Maybe welcomed (then pinged) by an earlier run: this call posted nothing then.
+          t.dueAt = firstPingAt(now, t.intervalMs);
+        } else {
+          t.lastFrameAt = now;
+          t.dueAt = now + t.intervalMs;
+        }
         if (!t.record.sid) this.forget(connectionId); // refused: disconnected and closed
         return;
       }
@@ -344,4 +352,12 @@ export class Pinger {
     this.tracked.delete(connectionId);
     this.streams.delete(connectionId);
   }
+}
+
+/**
+ * The first ping of a connection an earlier run may have pinged just before it ended: a
+ * quarter to half an interval from now (spread), so the gap stays under two intervals.
+ */
+function firstPingAt(now: number, intervalMs: number): number {
+  return now + intervalMs * (0.25 + 0.25 * Math.random());
 }

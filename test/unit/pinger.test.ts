@@ -157,6 +157,16 @@ describe('Pinger: welcome', () => {
     await t.run(1_750);
     expect(t.framesOf('old').map((f) => f.type)).toEqual(['ping']);
   });
+  it('takes over a young connection an earlier run welcomed: no second welcome, a ping within half an interval', async () => {
+    const t = setup();
+    await t.connect('young');
+    await t.gateway.welcome('young');
+    t.clock.advance(5_000); // younger than the welcome timeout: the first read tries again
+    t.api.clear();
+    await t.pinger.start();
+    await t.run(1_750);
+    expect(t.framesOf('young').map((f) => f.type)).toEqual(['ping']);
+  });
 });
 
 describe('Pinger: pings', () => {
