@@ -27,10 +27,17 @@ export const handler = async (_event: unknown, context: Context) => {
   });
   const until =
     Date.now() + Math.min(RUN_MS + OVERLAP_MS, context.getRemainingTimeInMillis() - MARGIN_MS);
-  await pinger.start();
   while (Date.now() < until) {
     const started = Date.now();
-    await pinger.tick();
+    try {
+      // The first tick reads everything; a failed tick is logged and the next one tries again,
+      // so that one throttled read never stops the welcomes and pings of the whole run.
+      await pinger.tick();
+    } catch (error) {
+      logger.error('pinger tick failed', {
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
     // A slow tick is followed by the next one at once, never by a burst of catch-up ticks.
     const wait = started + config.pingerTick - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));

@@ -66,7 +66,14 @@ describe('the local stack under a crowd', () => {
     channels.forEach((ch, i) => {
       ch.on('message', (m: unknown) => received[i]!.push(m));
     });
-    const outcomes = await Promise.allSettled(channels.map((ch) => ch.ensureSubscribed()));
+    // A client that never settles (reconnecting over and over) fails here, by name.
+    const within = (ms: number) =>
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`not subscribed in ${ms} ms`)), ms),
+      );
+    const outcomes = await Promise.allSettled(
+      channels.map((ch) => Promise.race([ch.ensureSubscribed(), within(90_000)])),
+    );
     const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [String(o.reason)] : []));
     expect(failures).toEqual([]);
     expect(disconnects).toEqual([]);

@@ -55,6 +55,12 @@ const KEYS = 50;
 const PER_KEY = 50; // 2,500 events
 const SEED = 20261203;
 const MAX_RECEIVE = 5;
+/**
+ * Longer than a batch takes on a loaded 2-core CI machine: a message whose visibility ends
+ * while its batch still runs is received again at once, as it would be by Lambda with a
+ * visibility timeout under the function's run time (which serverless.yml never configures).
+ */
+const VISIBILITY_SECONDS = 6;
 const POISON = { key: 'k7', seq: 10 };
 
 const Step = defineEvent<{ key: string; seq: number }>({
@@ -128,7 +134,12 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
     };
 
     const env = await testResources('soak', [
-      { name: 'soak', topics: ['soak'], visibilityTimeout: 2, maxReceiveCount: MAX_RECEIVE },
+      {
+        name: 'soak',
+        topics: ['soak'],
+        visibilityTimeout: VISIBILITY_SECONDS,
+        maxReceiveCount: MAX_RECEIVE,
+      },
     ]);
     const queue = env.queues.soak!;
     const business = `${env.prefix}-business`;
