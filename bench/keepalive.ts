@@ -5,16 +5,15 @@
  * scale linearly with connections; the cost table prices them with bench/prices.ts.
  */
 import {
-  type ConnectionChange,
   defaultGatewayConfig,
   Gateway,
   GatewayBroadcaster,
   MemoryBroker,
   MemoryConnectionApi,
-  MemoryConnectionStore,
   Pinger,
 } from '../lib';
 import { FakeClock } from '../test/helpers/clock';
+import { CountingStore } from '../test/helpers/counting-store';
 import { costOf, PRICES } from './prices';
 import { type Figure, printFigures } from './util';
 
@@ -24,16 +23,6 @@ const BUCKETS = 8;
 /** Bytes of a connection or subscription item as the pinger reads it (index projection). */
 const ITEM_BYTES = 300;
 const PINGER_MEMORY_MB = 512;
-
-class CountingStore extends MemoryConnectionStore {
-  itemsRead = 0;
-  override async *changesSince(sinceMs: number, pageSize?: number) {
-    for await (const page of super.changesSince(sinceMs, pageSize)) {
-      this.itemsRead += page.length;
-      yield page as ConnectionChange[];
-    }
-  }
-}
 
 interface RunResult {
   readonly pingsPerConnectionHour: number;

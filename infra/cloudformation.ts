@@ -63,8 +63,7 @@ export type Permission =
   | { readonly stream: 'outbox' }
   | { readonly queues: 'all' | readonly string[]; readonly actions: readonly string[] }
   | { readonly relayFailures: true }
-  | { readonly manageConnections: true }
-  | { readonly invoke: string };
+  | { readonly manageConnections: true };
 
 const GET = 'dynamodb:GetItem';
 const PUT = 'dynamodb:PutItem';
@@ -262,7 +261,7 @@ function role(
       },
     },
   ];
-  for (const p of permissions) statements.push(...[statement(p, options, groups)].flat());
+  for (const p of permissions) statements.push(...[statement(p, groups)].flat());
   return {
     Type: 'AWS::IAM::Role',
     Properties: {
@@ -286,11 +285,7 @@ function role(
   };
 }
 
-function statement(
-  p: Permission,
-  options: CloudFormationOptions,
-  groups: readonly ConsumerGroupDefinition[],
-): Json | Json[] {
+function statement(p: Permission, groups: readonly ConsumerGroupDefinition[]): Json | Json[] {
   if ('table' in p) {
     const arn = { 'Fn::GetAtt': [tableLogicalId(p.table), 'Arn'] };
     const statements: Json[] = p.actions.length
@@ -331,23 +326,12 @@ function statement(
       Resource: [{ 'Fn::GetAtt': [RELAY_FAILURES_QUEUE, 'Arn'] }],
     };
   }
-  if ('manageConnections' in p) {
-    return {
-      Effect: 'Allow',
-      Action: ['execute-api:ManageConnections'],
-      Resource: [
-        {
-          'Fn::Sub': `arn:\${AWS::Partition}:execute-api:\${AWS::Region}:\${AWS::AccountId}:\${${WEBSOCKET_API}}/*/*/@connections/*`,
-        },
-      ],
-    };
-  }
   return {
     Effect: 'Allow',
-    Action: ['lambda:InvokeFunction'],
+    Action: ['execute-api:ManageConnections'],
     Resource: [
       {
-        'Fn::Sub': `arn:\${AWS::Partition}:lambda:\${AWS::Region}:\${AWS::AccountId}:function:${options.functionName(p.invoke)}`,
+        'Fn::Sub': `arn:\${AWS::Partition}:execute-api:\${AWS::Region}:\${AWS::AccountId}:\${${WEBSOCKET_API}}/*/*/@connections/*`,
       },
     ],
   };

@@ -1,7 +1,6 @@
 import type { Broker } from '../broker/types.js';
 import { type Clock, systemClock } from '../messaging/types.js';
 import {
-  type DeliveryReport,
   disconnectGone,
   forEachConcurrently,
   type GatewayLogger,
@@ -240,7 +239,6 @@ export class Pinger {
     await forEachConcurrently(welcomes, this.concurrency, (t) => this.welcomeOne(t));
     const active = await this.activityOf(pings, now);
     const frame = JSON.stringify({ type: 'ping', message: Math.floor(now / 1000) });
-    const report: DeliveryReport = { sent: 0, gone: [], failed: [] };
     await forEachConcurrently(pings, this.concurrency, async (t) => {
       const lastBroadcast = active.get(t.record.connectionId);
       if (lastBroadcast !== undefined && lastBroadcast > (t.lastFrameAt ?? 0)) {
@@ -251,7 +249,7 @@ export class Pinger {
         t.dueAt = t.lastFrameAt + t.intervalMs;
         return;
       }
-      await this.pingOne(t, frame, now, report);
+      await this.pingOne(t, frame, now);
     });
   }
 
@@ -289,18 +287,12 @@ export class Pinger {
     t.dueAt = now; // not reachable yet: again on the next tick
   }
 
-  private async pingOne(
-    t: Tracked,
-    frame: string,
-    now: number,
-    report: DeliveryReport,
-  ): Promise<void> {
+  private async pingOne(t: Tracked, frame: string, now: number): Promise<void> {
     const { connectionId } = t.record;
     try {
       const result = await this.api.post(connectionId, frame, t.record.endpoint);
       if (result === 'sent') {
         this.counts.sent++;
-        report.sent++;
         t.lastFrameAt = now;
         t.dueAt = now + t.intervalMs;
         return;

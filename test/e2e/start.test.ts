@@ -90,6 +90,16 @@ async function startNpm(): Promise<Run> {
 }
 
 /** Keeps the functions busy (connect, outbox relay, SQS poller, fan-out) until the test ends. */
+/** `npm start` under load, with its process tree and the ports it listens on (all of its own). */
+async function startedAndBusy(): Promise<{ run: Run; tree: Proc[]; listening: number[] }> {
+  const run = await startNpm();
+  await keepBusy(run);
+  const tree = descendants(run.npm.pid!);
+  const listening = listeningPorts(tree);
+  expect(listening).toEqual(expect.arrayContaining(Object.values(run.ports)));
+  return { run, tree, listening };
+}
+
 async function keepBusy(run: Run): Promise<void> {
   const wsUrl = /createCable\('([^']+)'\)/.exec(run.output)?.[1];
   const signed = /streamFromSigned\('([^']+)'\)/.exec(run.output)?.[1];
@@ -126,11 +136,7 @@ async function keepBusy(run: Run): Promise<void> {
 
 describe('npm start', () => {
   it('stops every process it started and frees every port on SIGTERM to npm', async () => {
-    const run = await startNpm();
-    await keepBusy(run);
-    const tree = descendants(run.npm.pid!);
-    const listening = listeningPorts(tree);
-    expect(listening).toEqual(expect.arrayContaining(Object.values(run.ports)));
+    const { run, tree, listening } = await startedAndBusy();
 
     const exit = exited(run.npm);
     run.npm.kill('SIGTERM');
@@ -144,11 +150,7 @@ describe('npm start', () => {
   }, 240_000);
 
   it('stops every process it started and frees every port on Ctrl-C (SIGINT to its process group)', async () => {
-    const run = await startNpm();
-    await keepBusy(run);
-    const tree = descendants(run.npm.pid!);
-    const listening = listeningPorts(tree);
-    expect(listening).toEqual(expect.arrayContaining(Object.values(run.ports)));
+    const { run, tree, listening } = await startedAndBusy();
 
     const exit = exited(run.npm);
     process.kill(-run.npm.pid!, 'SIGINT');

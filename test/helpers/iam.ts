@@ -153,13 +153,6 @@ export function requestsOf(call: RecordedCall, fn: string): IamRequest[] {
     case 'SQSClient':
       // A batch is authorised as its single-message action.
       return [one(`sqs:${call.operation.replace(/Batch$/, '')}`, queueArn(input.QueueUrl))];
-    case 'LambdaClient':
-      return [
-        one(
-          `lambda:${call.operation === 'Invoke' ? 'InvokeFunction' : call.operation}`,
-          functionArn(input.FunctionName),
-        ),
-      ];
     case 'ApiGatewayManagementApiClient': {
       const method: Record<string, string> = {
         PostToConnection: 'POST',

@@ -112,26 +112,23 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
         }
         return 'none';
       };
-    const dynamodbClient = (commands: Record<string, [number, number]>) => {
-      const client = new DynamoDBClient({
-        endpoint: inject('dynamodbEndpoint'),
-        region: 'us-east-1',
-        credentials,
-        retryStrategy: fastRetry(3),
-      });
+    const local = (service: 'dynamodbEndpoint' | 'sqsEndpoint') => ({
+      endpoint: inject(service),
+      region: 'us-east-1',
+      credentials,
+      retryStrategy: fastRetry(3),
+    });
+    const throttled = <C extends Parameters<typeof injectThrottling>[0]>(
+      client: C,
+      commands: Record<string, [number, number]>,
+    ): C => {
       injectThrottling(client, throttle(commands));
       return client;
     };
-    const sqsClient = (commands: Record<string, [number, number]>) => {
-      const client = new SQSClient({
-        endpoint: inject('sqsEndpoint'),
-        region: 'us-east-1',
-        credentials,
-        retryStrategy: fastRetry(3),
-      });
-      injectThrottling(client, throttle(commands));
-      return client;
-    };
+    const dynamodbClient = (commands: Record<string, [number, number]>) =>
+      throttled(new DynamoDBClient(local('dynamodbEndpoint')), commands);
+    const sqsClient = (commands: Record<string, [number, number]>) =>
+      throttled(new SQSClient(local('sqsEndpoint')), commands);
 
     const env = await testResources('soak', [
       {

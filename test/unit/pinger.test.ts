@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import {
-  type ConnectionChange,
-  type ConnectionStore,
   createConnectToken,
   defaultGatewayConfig,
   Gateway,
@@ -9,34 +7,14 @@ import {
   MAX_PING_INTERVAL,
   MemoryBroker,
   MemoryConnectionApi,
-  MemoryConnectionStore,
   Pinger,
   parsePingInterval,
 } from '../../lib';
 import { FakeClock } from '../helpers/clock';
+import { CountingStore } from '../helpers/counting-store';
 import { EXT, JWT_SECRET, pubsub, RecordingLogger } from '../helpers/gateway';
 
 const TICK_MS = 250;
-
-/** A store that counts what the pinger reads. */
-class CountingStore extends MemoryConnectionStore {
-  changeReads: { since: number; items: number }[] = [];
-  subscriptionReads = 0;
-
-  override async *changesSince(sinceMs: number, pageSize?: number) {
-    const read = { since: sinceMs, items: 0 };
-    this.changeReads.push(read);
-    for await (const page of super.changesSince(sinceMs, pageSize)) {
-      read.items += page.length;
-      yield page as ConnectionChange[];
-    }
-  }
-
-  override async subscriptionsOf(connectionId: string) {
-    this.subscriptionReads++;
-    return super.subscriptionsOf(connectionId);
-  }
-}
 
 function setup() {
   const clock = new FakeClock();
@@ -55,7 +33,7 @@ function setup() {
     logger,
   });
   const pinger = new Pinger({
-    store: store as ConnectionStore,
+    store,
     api,
     broker,
     welcomer: gateway,
@@ -230,9 +208,9 @@ describe('Pinger: pings', () => {
     t.store.subscriptionReads = 0;
     await t.pinger.start();
     await t.run(2_000); // the read overlap (1 s) has passed
-    const before = t.store.changeReads.reduce((n, r) => n + r.items, 0);
+    const before = t.store.itemsRead;
     await t.run(58_000);
-    const after = t.store.changeReads.reduce((n, r) => n + r.items, 0);
+    const after = t.store.itemsRead;
     expect(t.store.changeReads[0]).toEqual({ since: 0, items: 50 });
     expect(t.store.changeReads.slice(1).every((r) => r.since > 0)).toBe(true);
     expect(after - before).toBe(0);

@@ -83,15 +83,21 @@ function insert(key: string, id: string, seq: string): DynamoDBRecord {
   };
 }
 
+/** An SQS client that records each batch and accepts it, for what the relay sends. */
+function recordingSqs(): { sqs: SQSClient; sent: SendMessageBatchCommand['input'][] } {
+  const sent: SendMessageBatchCommand['input'][] = [];
+  const sqs = {
+    send: async (command: SendMessageBatchCommand) => {
+      sent.push(command.input);
+      return { Successful: [], Failed: [] };
+    },
+  } as unknown as SQSClient;
+  return { sqs, sent };
+}
+
 describe('OutboxRelay', () => {
   it('sends bodies in ASCII: the same JSON, with no character SQS (or fauxqs) refuses', async () => {
-    const sent: SendMessageBatchCommand['input'][] = [];
-    const sqs = {
-      send: async (command: SendMessageBatchCommand) => {
-        sent.push(command.input);
-        return { Successful: [], Failed: [] };
-      },
-    } as unknown as SQSClient;
+    const { sqs, sent } = recordingSqs();
     const relay = new OutboxRelay({ sqs, routes: { t: ['q'] }, onSkipped: () => {} });
     const key = 'café/🎉/\uffff';
     await relay.relay([insert(key, 'id1', '1')]);
@@ -101,13 +107,7 @@ describe('OutboxRelay', () => {
   });
 
   it('sends only group and deduplication ids SQS accepts, one id per key', async () => {
-    const sent: SendMessageBatchCommand['input'][] = [];
-    const sqs = {
-      send: async (command: SendMessageBatchCommand) => {
-        sent.push(command.input);
-        return { Successful: [], Failed: [] };
-      },
-    } as unknown as SQSClient;
+    const { sqs, sent } = recordingSqs();
     const relay = new OutboxRelay({ sqs, routes: { t: ['q'] }, onSkipped: () => {} });
     const keys = ['chat 42', 'café', 'x'.repeat(300), 'chat/42', 'chat 42'];
     const result = await relay.relay(
