@@ -83,8 +83,10 @@ export interface PingerOptions {
    */
   readonly activityMaxAgeMs?: number;
   /**
-   * How long (ms) a new connection's welcome is retried while API Gateway answers 410.
-   * @default 10000
+   * How long (ms) after `$connect` began a new connection's welcome is retried while API
+   * Gateway answers 410 (until `$connect` has returned, which under load takes seconds; a
+   * client without its welcome waits for it indefinitely). Retries back off to one every 2 s.
+   * @default 60000
    */
   readonly welcomeTimeoutMs?: number;
   /** @default 10000 (see {@link disconnectGone}) */
@@ -101,6 +103,8 @@ interface Tracked {
   /** When it is due next: a ping, or for an unwelcomed one another welcome attempt. */
   dueAt: number;
   welcomed: boolean;
+  /** Welcome attempts that found the connection not reachable yet. */
+  welcomeMisses: number;
   /** Found by the run's first read: an earlier run may have welcomed and pinged it. */
   foundFirst: boolean;
 }
@@ -149,7 +153,7 @@ export class Pinger {
     this.defaultIntervalMs = options.defaultInterval * 1000;
     this.overlapMs = options.overlapMs ?? 1000;
     this.activityMaxAgeMs = options.activityMaxAgeMs ?? 1000;
-    this.welcomeTimeoutMs = options.welcomeTimeoutMs ?? 10_000;
+    this.welcomeTimeoutMs = options.welcomeTimeoutMs ?? 60_000;
     this.gone = {
       store: options.store,
       sessions: options.broker,
@@ -225,6 +229,7 @@ export class Pinger {
       lastFrameAt: undefined,
       dueAt: welcomed ? firstPingAt(now, intervalMs) : now,
       welcomed,
+      welcomeMisses: 0,
       foundFirst: first,
     });
     return undefined;
@@ -284,7 +289,9 @@ export class Pinger {
       this.forget(connectionId);
       return;
     }
-    t.dueAt = now; // not reachable yet: again on the next tick
+    // Not reachable yet: again soon, then less often.
+    t.welcomeMisses++;
+    t.dueAt = now + Math.min(2000, 100 * t.welcomeMisses);
   }
 
   private async pingOne(t: Tracked, frame: string, now: number): Promise<void> {
