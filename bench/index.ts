@@ -5,6 +5,7 @@ import { benchFanoutLatency, FANOUT_CLIENTS } from './fanout-latency';
 import { benchFanoutReads } from './fanout-reads';
 import { benchKeepalive } from './keepalive';
 import { benchCrowds, benchPathLatency } from './local-stack';
+import { benchPostCpu } from './post-cpu';
 import { benchRelay } from './relay';
 import { BENCH_SECRETS, sleep, startBenchStack } from './stack';
 import { print, printFigures } from './util';
@@ -17,6 +18,10 @@ print(
 printFigures(
   'Keepalive: the Pinger over one simulated minute, 1,000 connections',
   await benchKeepalive(),
+);
+printFigures(
+  "PostToConnection: the caller's CPU per post (the broadcast function's, per subscriber)",
+  await benchPostCpu(),
 );
 printFigures(
   'Fan-out reads: our byStream Query vs the AWS sample chat app Scan (DynamoDB Local)',

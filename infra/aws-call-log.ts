@@ -4,7 +4,7 @@
  * client appends one JSON line per call: the function, the service, the operation and the
  * input fields that name resources. Off (no middleware) when the variable is unset.
  */
-import { appendFileSync } from 'node:fs';
+import { openSync, writeSync } from 'node:fs';
 
 /** One recorded call. */
 export interface RecordedCall {
@@ -54,13 +54,25 @@ export function recordAwsCalls<C>(client: C, file: string | undefined, fn: strin
           : {}),
         input: resourceFields(args.input),
       };
-      // Synchronous: a call recorded just before the process ends is not lost.
-      appendFileSync(file, `${JSON.stringify(call)}\n`);
+      // Synchronous: a call recorded just before the process ends is not lost. One descriptor
+      // per file, opened for appending, so a call costs one write (a fan-out records one per post).
+      writeSync(descriptorOf(file), `${JSON.stringify(call)}\n`);
       return next(args);
     },
     { step: 'initialize', name: 'lambdacableCallLog' },
   );
   return client;
+}
+
+const descriptors = new Map<string, number>();
+
+function descriptorOf(file: string): number {
+  let fd = descriptors.get(file);
+  if (fd === undefined) {
+    fd = openSync(file, 'a');
+    descriptors.set(file, fd);
+  }
+  return fd;
 }
 
 function resourceFields(input: object): Record<string, unknown> {

@@ -342,66 +342,17 @@ export class FunctionInvocationError extends LambdacableError {
   }
 }
 
+/** How serverless-offline runs the functions: in process, or in worker threads of their own. */
+const OFFLINE_PRELOAD = pathToFileURL(join(here, 'offline', 'preload.mjs')).href;
+
 /**
- * serverless-offline's in-process runner (`--useInProcess`), preloaded into it. Its worker
- * threads cost a thread and a cold start (~250 ms of CPU, tens of MB) per concurrent
- * invocation, so 200 clients connecting at once need ~600 of them (`$connect`, the welcome,
- * the subscribe) and time out; in process, an invocation costs a function call and each
- * function's module (its Lambda instance's state) is loaded once. But that runner copies
- * each function's environment onto the one shared `process.env`, where concurrent
- * invocations would read each other's (and one function's secret would reach every other).
- * So `process.env` becomes a view of the environment of the invocation that reads it (an
- * `AsyncLocalStorage` entered around every run, starting empty as a worker's does), and of
- * the real one outside invocations. A rebuilt handler (watch mode) is a new module URL, so
- * the next instance loads it fresh, as a new worker would.
+ * The functions run in worker threads (infra/offline/preload.mjs): the ones `npm start`'s
+ * pollers and pinger loop invoke, one or two at a time, whose SDK calls would otherwise share
+ * serverless-offline's one thread with the requests they make (a fan-out's posts).
  */
-function inProcessPreload(): string {
-  const dir = join(
-    root,
-    'node_modules/serverless-offline/src/lambda/handler-runner/in-process-runner',
-  );
-  return `data:text/javascript,${encodeURIComponent(
-    [
-      "import { AsyncLocalStorage } from 'node:async_hooks';",
-      "import { statSync } from 'node:fs';",
-      "import { createRequire } from 'node:module';",
-      "import { pathToFileURL } from 'node:url';",
-      "import { isMainThread } from 'node:worker_threads';",
-      'if (isMainThread) {',
-      // Patched before the runner imports it, so that its import sees the patched export.
-      `  const ric = createRequire(${JSON.stringify(`${dir}/`)})('./aws-lambda-ric/UserFunction.js');`,
-      '  const load = ric.load;',
-      '  ric.load = async (appRoot, handler) => {',
-      "    const dot = handler.lastIndexOf('.');",
-      "    const file = handler.slice(0, dot) + '.mjs';",
-      '    let version;',
-      '    try { version = statSync(file).mtimeMs; } catch { return load(appRoot, handler); }',
-      "    const module = await import(pathToFileURL(file).href + '?v=' + version);",
-      '    return module[handler.slice(dot + 1)] ?? load(appRoot, handler);',
-      '  };',
-      `  const { default: InProcessRunner } = await import(${JSON.stringify(pathToFileURL(`${dir}/InProcessRunner.js`).href)});`,
-      '  const envs = new AsyncLocalStorage();',
-      '  const real = process.env;',
-      '  const env = () => envs.getStore() ?? real;',
-      '  process.env = new Proxy({}, {',
-      "    get: (_, key) => (typeof key === 'string' ? env()[key] : undefined),",
-      '    set: (_, key, value) => { env()[key] = String(value); return true; },',
-      '    has: (_, key) => key in env(),',
-      '    deleteProperty: (_, key) => delete env()[key],',
-      '    ownKeys: () => Object.keys(env()),',
-      '    getOwnPropertyDescriptor: (_, key) => key in env()',
-      '      ? { value: env()[key], writable: true, enumerable: true, configurable: true }',
-      '      : undefined,',
-      '    defineProperty: (_, key, d) => { env()[key] = String(d.value); return true; },',
-      '  });',
-      '  const run = InProcessRunner.prototype.run;',
-      '  InProcessRunner.prototype.run = function (event, context) {',
-      '    return envs.run({}, () => run.call(this, event, context));',
-      '  };',
-      '}',
-    ].join('\n'),
-  )}`;
-}
+const WORKER_FUNCTIONS = ['outboxRelay', 'pinger', ...consumerGroups.map((g) => g.name)].map(
+  (fn) => `${PREFIX}-${fn}`,
+);
 
 /** Picks free ports for every service, for tests that must not clash with `npm start`. */
 export async function freeStackPorts(): Promise<
@@ -429,8 +380,12 @@ async function startOffline(
     process.execPath,
     [
       ...(detached ? ['--import', HALT_WITH_PARENT] : []),
+      // A folder for CPU profiles of serverless-offline and its workers, written when it stops.
+      ...(process.env.LAMBDACABLE_OFFLINE_CPU_PROF
+        ? ['--cpu-prof', `--cpu-prof-dir=${process.env.LAMBDACABLE_OFFLINE_CPU_PROF}`]
+        : []),
       '--import',
-      inProcessPreload(),
+      OFFLINE_PRELOAD,
       join(root, 'node_modules', 'serverless', 'bin', 'serverless.js'),
       'offline',
       'start',
@@ -440,7 +395,13 @@ async function startOffline(
     ],
     {
       cwd: root,
-      env: { ...process.env, ...env, SLS_TELEMETRY_DISABLED: '1', SLS_NOTIFICATIONS_MODE: 'off' },
+      env: {
+        ...process.env,
+        ...env,
+        LAMBDACABLE_OFFLINE_WORKERS: WORKER_FUNCTIONS.join(','),
+        SLS_TELEMETRY_DISABLED: '1',
+        SLS_NOTIFICATIONS_MODE: 'off',
+      },
       stdio: ['pipe', 'pipe', 'pipe'],
       detached,
     },

@@ -18,7 +18,9 @@ export interface ApiGatewayConnectionApiOptions {
   readonly clientConfig?: Omit<ApiGatewayManagementApiClientConfig, 'endpoint'>;
   /**
    * Makes the client of an endpoint (to add middleware, say); `clientConfig` is then unused.
-   * @default a new `ApiGatewayManagementApiClient` with `clientConfig`
+   * @default a new `ApiGatewayManagementApiClient` with `clientConfig` and
+   * `cacheMiddleware: true` (a fan-out makes one call per subscriber; the chain is then resolved
+   * once per client, not per call)
    */
   readonly createClient?: (endpoint: string) => ApiGatewayManagementApiClient;
   /**
@@ -75,7 +77,11 @@ export class ApiGatewayConnectionApi implements ConnectionApi {
     if (!client) {
       client =
         this.options.createClient?.(url) ??
-        new ApiGatewayManagementApiClient({ ...this.options.clientConfig, endpoint: url });
+        new ApiGatewayManagementApiClient({
+          cacheMiddleware: true,
+          ...this.options.clientConfig,
+          endpoint: url,
+        });
       this.clients.set(url, client);
     }
     return client;
