@@ -7,7 +7,7 @@ import { BenchClient, failures, inWaves, quantile, signedIdentifier } from './ws
 /** Subscribers of the one stream. */
 export const FANOUT_CLIENTS = 1_000;
 /** Broadcasts timed, one after the other (after one warm-up broadcast). */
-const ROUNDS = 5;
+const ROUNDS = 10;
 /** Clients connecting (and then subscribing) at once. */
 const WAVE = 100;
 const CLIENT_TIMEOUT_MS = 30_000;
