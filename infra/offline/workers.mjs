@@ -15,7 +15,10 @@ export function workerPool(url, name, env) {
   const busy = new Set();
   let closed = false;
 
-  /** Runs one invocation; rejects with the handler's error, or when the worker dies. */
+  /**
+   * Runs one invocation; rejects with the handler's error, when the worker dies, or at the
+   * context's deadline (the worker is then stopped).
+   */
   function invoke(event, context) {
     if (closed) return Promise.reject(new Error(`the workers of ${url} were stopped`));
     return new Promise((resolve, reject) => {
@@ -25,15 +28,26 @@ export function workerPool(url, name, env) {
       worker.unref();
       busy.add(worker);
       const { port1, port2 } = new MessageChannel();
+      const remaining = context?.getRemainingTimeInMillis?.() ?? 900_000;
+      let timer;
       // A worker that dies (an uncaught error in a timer, say) fails its invocation and is not
       // reused: the next invocation starts a new one, as Lambda replaces a crashed instance.
       const died = (error) => {
+        clearTimeout(timer);
         busy.delete(worker);
         port1.close();
         reject(error instanceof Error ? error : new Error(`worker of ${url} exited (${error})`));
       };
       worker.once('error', died).once('exit', died);
+      // At its timeout Lambda stops the instance, whatever the handler is doing.
+      timer = setTimeout(() => {
+        worker.off('exit', died);
+        died(new Error(`Task timed out after ${(remaining / 1000).toFixed(2)} seconds`));
+        void worker.terminate();
+      }, remaining);
+      timer.unref();
       port1.once('message', (m) => {
+        clearTimeout(timer);
         worker.off('error', died).off('exit', died);
         busy.delete(worker);
         port1.close();
@@ -43,7 +57,6 @@ export function workerPool(url, name, env) {
         else reject(Object.assign(new Error(m.message), { name: m.name, stack: m.stack }));
       });
       const fields = Object.entries(context ?? {}).filter(([, v]) => typeof v !== 'function');
-      const remaining = context?.getRemainingTimeInMillis?.() ?? 900_000;
       worker.postMessage(
         {
           event,

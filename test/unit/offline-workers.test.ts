@@ -84,6 +84,18 @@ describe('npm start: functions in worker threads (infra/offline/workers.mjs)', (
     expect(next.calls).toBe(1);
   });
 
+  it('stops a worker at the deadline, as Lambda stops a timed-out instance', async () => {
+    const p = pool();
+    const first = await run(p);
+    await expect(
+      run(p, { waitMs: 5_000 }, { getRemainingTimeInMillis: () => 300 }),
+    ).rejects.toThrow('Task timed out after 0.30 seconds');
+    expect(p.size).toBe(0);
+    const next = await run(p);
+    expect(next.threadId).not.toBe(first.threadId);
+    expect(next.calls).toBe(1);
+  });
+
   it('fails every invocation of a module without that handler, with its name', async () => {
     await expect(run(pool('notAFunction'))).rejects.toThrow(/exports no function notAFunction/);
   });
