@@ -380,7 +380,7 @@ async function startOffline(
     process.execPath,
     [
       ...(detached ? ['--import', HALT_WITH_PARENT] : []),
-      // A folder for CPU profiles of serverless-offline and its workers, written when it stops.
+      // A folder for a CPU profile of serverless-offline's thread, written when it stops.
       ...(process.env.LAMBDACABLE_OFFLINE_CPU_PROF
         ? ['--cpu-prof', `--cpu-prof-dir=${process.env.LAMBDACABLE_OFFLINE_CPU_PROF}`]
         : []),

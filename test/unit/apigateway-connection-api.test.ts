@@ -45,6 +45,21 @@ describe('ApiGatewayConnectionApi', () => {
     expect(seen).toEqual(['POST /local/@connections/abc%3D']);
   });
 
+  it('sends each call its own input through the cached middleware chain (cacheMiddleware)', async () => {
+    const seen: string[] = [];
+    const a = api([], seen);
+    await a.post('first', '{}');
+    await a.post('second', '{}');
+    await a.close('third');
+    await a.post('fourth', '{}');
+    expect(seen).toEqual([
+      'POST /local/@connections/first',
+      'POST /local/@connections/second',
+      'DELETE /local/@connections/third',
+      'POST /local/@connections/fourth',
+    ]);
+  });
+
   it('says gone for a 410', async () => {
     expect(await api([410]).post('gone', '{}')).toBe('gone');
   });
