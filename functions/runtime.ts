@@ -55,7 +55,7 @@ export interface BrokerRuntime {
 /**
  * Settings of every SDK client. `cacheMiddleware` resolves a command's middleware chain once
  * per client and command type instead of on every call: a fan-out makes a `PostToConnection`
- * per subscriber, and resolving the chain was about a quarter of each call's CPU (`npm run bench`). The
+ * per subscriber, and resolving the chain was 13–24% of each call's CPU (`npm run bench`). The
  * call recorder is added right after a client is built, before its first call, as the cache
  * requires.
  */
