@@ -104,6 +104,16 @@ function perHour(connections: number, r: RunResult, n: number): number {
 
 const usd = (x: number) => `$${x < 1 ? x.toFixed(4) : x.toFixed(2)}`;
 
+/** Pings per connection-hour of a run, against the default's 1,200. */
+function pingFigure(setting: string, run: RunResult, reference: string, digits: number): Figure {
+  return {
+    name: `pings per connection-hour, ${setting}`,
+    value: run.pingsPerConnectionHour.toFixed(0),
+    reference,
+    ratio: `${(run.pingsPerConnectionHour / 1200).toFixed(digits)}×`,
+  };
+}
+
 export async function benchKeepalive(): Promise<Figure[]> {
   const n = 1_000;
   const byDefault = await simulate(n, undefined);
@@ -113,29 +123,11 @@ export async function benchKeepalive(): Promise<Figure[]> {
   // The pinger before: every connection every 3 s, and every round read every connection.
   const oldReadsPerRun = n * 20;
   const figures: Figure[] = [
+    pingFigure('default (3 s)', byDefault, '1200 (one per 3 s)', 2),
+    pingFigure('pi=30', at30, '1200 (default)', 3),
+    pingFigure('pi=60', at60, '1200 (default)', 3),
     {
-      name: 'pings per connection-hour, default (3 s)',
-      value: byDefault.pingsPerConnectionHour.toFixed(0),
-      reference: '1200 (one per 3 s)',
-      ratio: `${(byDefault.pingsPerConnectionHour / 1200).toFixed(2)}×`,
-    },
-    {
-      name: 'pings per connection-hour, pi=30',
-      value: at30.pingsPerConnectionHour.toFixed(0),
-      reference: '1200 (default)',
-      ratio: `${(at30.pingsPerConnectionHour / 1200).toFixed(3)}×`,
-    },
-    {
-      name: 'pings per connection-hour, pi=60',
-      value: at60.pingsPerConnectionHour.toFixed(0),
-      reference: '1200 (default)',
-      ratio: `${(at60.pingsPerConnectionHour / 1200).toFixed(3)}×`,
-    },
-    {
-      name: 'pings per connection-hour, half on a stream with 1 broadcast/s',
-      value: busy.pingsPerConnectionHour.toFixed(0),
-      reference: '1200 (default)',
-      ratio: `${(busy.pingsPerConnectionHour / 1200).toFixed(2)}×`,
+      ...pingFigure('half on a stream with 1 broadcast/s', busy, '1200 (default)', 2),
       extra: `(${busy.spared} pings spared)`,
     },
     {

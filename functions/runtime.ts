@@ -59,7 +59,7 @@ export interface BrokerRuntime {
  * call recorder is added right after a client is built, before its first call, as the cache
  * requires.
  */
-export const CLIENT_DEFAULTS = { cacheMiddleware: true } as const;
+const CLIENT_DEFAULTS = { cacheMiddleware: true } as const;
 
 let base: Runtime | undefined;
 const parts = new Map<string, unknown>();

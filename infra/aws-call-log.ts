@@ -42,16 +42,21 @@ interface MiddlewareClient {
 export function recordAwsCalls<C>(client: C, file: string | undefined, fn: string): C {
   if (!file) return client;
   const c = client as unknown as MiddlewareClient;
+  // A client's endpoint is fixed: resolved on its first call, not on every one.
+  let endpoint: Promise<string | undefined> | undefined;
+  const endpointOf = async () => {
+    const e = c.config.endpoint ? await c.config.endpoint() : undefined;
+    return e ? `${e.protocol}//${e.hostname}:${e.port ?? ''}` : undefined;
+  };
   c.middlewareStack.add(
     (next, context) => async (args) => {
-      const endpoint = c.config.endpoint ? await c.config.endpoint() : undefined;
+      endpoint ??= endpointOf();
+      const url = await endpoint;
       const call: RecordedCall = {
         function: fn,
         client: context.clientName ?? 'unknown',
         operation: (context.commandName ?? 'unknown').replace(/Command$/, ''),
-        ...(endpoint
-          ? { endpoint: `${endpoint.protocol}//${endpoint.hostname}:${endpoint.port ?? ''}` }
-          : {}),
+        ...(url ? { endpoint: url } : {}),
         input: resourceFields(args.input),
       };
       // Synchronous: a call recorded just before the process ends is not lost. One descriptor
