@@ -94,7 +94,11 @@ if (isMainThread) {
     const current = pools.get(key);
     if (current?.url === url) return current.pool;
     void current?.pool.close();
-    const pool = workerPool(url, name, fnEnv);
+    // Said on stderr, so that the routing is visible (and tested: test/e2e/start.test.ts).
+    const fn = fnEnv.AWS_LAMBDA_FUNCTION_NAME;
+    const pool = workerPool(url, name, fnEnv, (n) =>
+      console.error(`lambdacable offline: ${fn}: Lambda instance ${n} started in a worker thread`),
+    );
     pools.set(key, { url, pool });
     return pool;
   }

@@ -17,4 +17,5 @@ export function workerPool(
   url: string,
   name: string,
   env: Readonly<Record<string, string | undefined>>,
+  onStart?: (instance: number) => void,
 ): WorkerPool;

@@ -8,12 +8,20 @@ const WORKER = new URL('./worker.mjs', import.meta.url);
 
 /**
  * The workers of the handler `name` exported by the module at `url`, each with the
- * environment `env` (its own `process.env`, as a Lambda instance has).
+ * environment `env` (its own `process.env`, as a Lambda instance has). `onStart` is told the
+ * number of each worker it starts (1 for the first).
  */
-export function workerPool(url, name, env) {
+export function workerPool(url, name, env, onStart = () => {}) {
   const idle = [];
   const busy = new Set();
   let closed = false;
+  let started = 0;
+
+  function start() {
+    const worker = new Worker(WORKER, { env: { ...env }, workerData: { url, name } });
+    onStart(++started);
+    return worker;
+  }
 
   /**
    * Runs one invocation; rejects with the handler's error, when the worker dies, or at the
@@ -22,8 +30,7 @@ export function workerPool(url, name, env) {
   function invoke(event, context) {
     if (closed) return Promise.reject(new Error(`the workers of ${url} were stopped`));
     return new Promise((resolve, reject) => {
-      const worker =
-        idle.pop() ?? new Worker(WORKER, { env: { ...env }, workerData: { url, name } });
+      const worker = idle.pop() ?? start();
       // Idle workers do not keep serverless-offline alive.
       worker.unref();
       busy.add(worker);

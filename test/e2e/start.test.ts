@@ -137,6 +137,19 @@ async function keepBusy(run: Run): Promise<void> {
 describe('npm start', () => {
   it('stops every process it started and frees every port on SIGTERM to npm', async () => {
     const { run, tree, listening } = await startedAndBusy();
+    // The functions npm start's pollers and pinger invoke run in worker threads
+    // (infra/offline/preload.mjs), which say so when they start; the broadcasts above invoke
+    // the relay and the consumer, and the subscribed socket got its welcome from the pinger.
+    for (const fn of ['outboxRelay', 'broadcast', 'pinger']) {
+      const line = new RegExp(
+        `lambdacable-local-${fn}: Lambda instance 1 started in a worker thread`,
+      );
+      await until(
+        () => line.test(run.output),
+        60_000,
+        () => `${line}; output:\n${run.output}`,
+      );
+    }
 
     const exit = exited(run.npm);
     run.npm.kill('SIGTERM');

@@ -14,8 +14,12 @@ interface Ran {
 }
 
 const pools: WorkerPool[] = [];
-function pool(name = 'handler', env: Record<string, string> = { FIXTURE_SECRET: 's3cret' }) {
-  const p = workerPool(FIXTURE, name, env);
+function pool(
+  name = 'handler',
+  env: Record<string, string> = { FIXTURE_SECRET: 's3cret' },
+  onStart?: (instance: number) => void,
+) {
+  const p = workerPool(FIXTURE, name, env, onStart);
   pools.push(p);
   return p;
 }
@@ -56,11 +60,14 @@ describe('npm start: functions in worker threads (infra/offline/workers.mjs)', (
     expect(p.size).toBe(1);
   });
 
-  it('starts another worker for an invocation that finds none idle', async () => {
-    const p = pool();
+  it('starts another worker for an invocation that finds none idle, and says so each time', async () => {
+    const started: number[] = [];
+    const p = pool('handler', undefined, (n) => started.push(n));
     const [a, b] = await Promise.all([run(p, { waitMs: 200 }), run(p, { waitMs: 200 })]);
     expect(a.threadId).not.toBe(b.threadId);
     expect(p.size).toBe(2);
+    await run(p);
+    expect(started).toEqual([1, 2]);
   });
 
   it("rejects with the handler's error and keeps the worker", async () => {
