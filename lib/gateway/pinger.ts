@@ -78,6 +78,21 @@ export interface PingerOptions {
    */
   readonly overlapMs?: number;
   /**
+   * Every this many ms, a read goes back {@link lateWindowMs} instead of `overlapMs`, so
+   * that a write stored long after it was dated (a throttled and retried `PutItem`, a busy
+   * `$connect`, a lagging index) is still found, and its connection welcomed.
+   * @default 5000
+   */
+  readonly lateReadEveryMs?: number;
+  /**
+   * How far back (ms) those reads go. 35 s covers a connection's whole `$connect` (API
+   * Gateway ends it at 29 s, and a connection whose `$connect` failed is never reachable)
+   * plus the index's replication. Keep it under `welcomeTimeoutMs`: a run's first read
+   * takes connections older than that as welcomed by an earlier run.
+   * @default 35000
+   */
+  readonly lateWindowMs?: number;
+  /**
    * Stream activity older than this (ms) is read again before a ping is spared for it.
    * @default 1000
    */
@@ -130,6 +145,8 @@ export class Pinger {
   private readonly concurrency: number;
   private readonly defaultIntervalMs: number;
   private readonly overlapMs: number;
+  private readonly lateReadEveryMs: number;
+  private readonly lateWindowMs: number;
   private readonly activityMaxAgeMs: number;
   private readonly welcomeTimeoutMs: number;
   private readonly gone: GonePolicy;
@@ -140,6 +157,8 @@ export class Pinger {
   private readonly forgotten = new Set<string>();
   /** Start of the last read of changes; `undefined` before {@link start}. */
   private readFrom: number | undefined;
+  /** Start of the last read that went back {@link PingerOptions.lateWindowMs}. */
+  private lateReadAt = 0;
   private counts = { sent: 0, spared: 0, welcomed: 0, gone: 0, failed: 0, reads: 0 };
 
   constructor(options: PingerOptions) {
@@ -152,6 +171,8 @@ export class Pinger {
     this.concurrency = options.concurrency ?? 50;
     this.defaultIntervalMs = options.defaultInterval * 1000;
     this.overlapMs = options.overlapMs ?? 1000;
+    this.lateReadEveryMs = options.lateReadEveryMs ?? 5000;
+    this.lateWindowMs = options.lateWindowMs ?? 35_000;
     this.activityMaxAgeMs = options.activityMaxAgeMs ?? 1000;
     this.welcomeTimeoutMs = options.welcomeTimeoutMs ?? 60_000;
     this.gone = {
@@ -165,15 +186,25 @@ export class Pinger {
 
   /** The first read: every connection and subscription. Then {@link tick}. */
   async start(): Promise<void> {
+    this.lateReadAt = this.clock.now();
     await this.read(0, true);
   }
 
-  /** Reads what changed, then welcomes and pings what is due. */
+  /**
+   * Reads what changed, then welcomes and pings what is due. A change is dated by its
+   * writer before it is stored, so each read goes back `overlapMs` before the last one's
+   * start, and every `lateReadEveryMs` one goes back `lateWindowMs`: a connection stored
+   * later than that would otherwise never be welcomed, and its client would wait for the
+   * welcome until API Gateway's idle timeout.
+   */
   async tick(): Promise<void> {
     if (this.readFrom === undefined) {
       await this.start();
     } else {
-      await this.read(this.readFrom - this.overlapMs, false);
+      const now = this.clock.now();
+      const late = now - this.lateReadAt >= this.lateReadEveryMs;
+      if (late) this.lateReadAt = now;
+      await this.read(this.readFrom - (late ? this.lateWindowMs : this.overlapMs), false);
     }
     await this.deliverDue();
   }
@@ -206,6 +237,7 @@ export class Pinger {
   private apply(change: ConnectionChange, first: boolean, now: number): Tracked | undefined {
     if (change.kind === 'subscription') {
       const { connectionId, stream } = change.subscription;
+      if (this.forgotten.has(connectionId)) return undefined;
       const set = this.streams.get(connectionId) ?? new Set<string>();
       set.add(stream);
       this.streams.set(connectionId, set);

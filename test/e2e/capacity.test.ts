@@ -66,13 +66,15 @@ describe('the local stack under a crowd', () => {
     channels.forEach((ch, i) => {
       ch.on('message', (m: unknown) => received[i]!.push(m));
     });
-    // A client that never settles (reconnecting over and over) fails here, by name.
-    const within = (ms: number) =>
+    // A client that never settles fails here, with its cable's state: `connecting` is a
+    // welcome that never came (the client waits for it indefinitely), `disconnected` one
+    // reconnecting over and over.
+    const within = (ms: number, cable: Cable) =>
       new Promise<never>((_, reject) =>
-        setTimeout(() => reject(new Error(`not subscribed in ${ms} ms`)), ms),
+        setTimeout(() => reject(new Error(`not subscribed in ${ms} ms (${cable.state})`)), ms),
       );
     const outcomes = await Promise.allSettled(
-      channels.map((ch) => Promise.race([ch.ensureSubscribed(), within(90_000)])),
+      channels.map((ch, i) => Promise.race([ch.ensureSubscribed(), within(90_000, crowd[i]!)])),
     );
     const failures = outcomes.flatMap((o) => (o.status === 'rejected' ? [String(o.reason)] : []));
     expect(failures).toEqual([]);

@@ -16,9 +16,10 @@ import { EXT, JWT_SECRET, pubsub, RecordingLogger } from '../helpers/gateway';
 
 const TICK_MS = 250;
 
-function setup() {
+/** `storeLagMs`: each write is stored that long after it was dated (a slow or retried write). */
+function setup({ storeLagMs = 0 } = {}) {
   const clock = new FakeClock();
-  const store = new CountingStore({ clock });
+  const store = new CountingStore({ clock: { now: () => clock.now() - storeLagMs } });
   const api = new MemoryConnectionApi();
   const logger = new RecordingLogger();
   const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
@@ -116,6 +117,20 @@ describe('Pinger: welcome', () => {
     expect(t.pinger.report().connections).toBe(0);
   });
 
+  it('welcomes a connection stored seconds after it was dated: every 5 s a read goes back 35 s', async () => {
+    const t = setup({ storeLagMs: 20_000 });
+    await t.pinger.start();
+    await t.run(1_000);
+    await t.connect('late');
+    await t.run(3_000);
+    expect(t.framesOf('late')).toEqual([]); // the tick reads, back 1 s, missed it
+    await t.run(2_000);
+    expect(t.framesOf('late')).toEqual([{ type: 'welcome', sid: expect.any(String) }]);
+    await t.run(40_000);
+    expect(t.framesOf('late').filter((f) => f.type === 'welcome')).toHaveLength(1);
+    expect(t.pings('late')).toBeGreaterThanOrEqual(10);
+  });
+
   it('disconnects a refused connection as unauthorized, closes it, and never pings it', async () => {
     const t = setup();
     await t.pinger.start();
@@ -206,10 +221,10 @@ describe('Pinger: pings', () => {
     const t = setup();
     for (let i = 0; i < 50; i++) await t.connect(`c${i}`);
     for (let i = 0; i < 50; i++) await t.gateway.welcome(`c${i}`);
-    t.clock.advance(20_000);
+    t.clock.advance(40_000);
     t.store.subscriptionReads = 0;
     await t.pinger.start();
-    await t.run(2_000); // the read overlap (1 s) has passed
+    await t.run(2_000); // the late reads' window (35 s) has passed too
     const before = t.store.itemsRead;
     await t.run(58_000);
     const after = t.store.itemsRead;
@@ -218,6 +233,23 @@ describe('Pinger: pings', () => {
     expect(after - before).toBe(0);
     expect(t.store.subscriptionReads).toBe(0);
     expect(t.pinger.report().sent).toBeGreaterThanOrEqual(50 * 19);
+  });
+
+  it('reads a new connection a bounded number of times, whatever its ping interval: the ticks within 1 s and the late reads within 35 s', async () => {
+    const itemsRead = async (pi: string) => {
+      const t = setup();
+      await t.pinger.start();
+      for (let i = 0; i < 50; i++) await t.connect(`c${i}`, { pi });
+      await t.run(60_000);
+      expect(t.pinger.report().welcomed).toBe(50);
+      return t.store.itemsRead;
+    };
+    const every1s = await itemsRead('1');
+    const every60s = await itemsRead('60');
+    expect(every1s).toBe(every60s);
+    // 1 s / 250 ms ticks, and 35 s / 5 s late reads, each plus one at the window's edge.
+    expect(every1s).toBeGreaterThanOrEqual(50 * 12);
+    expect(every1s).toBeLessThanOrEqual(50 * 14);
   });
 
   it('forgets a connection that answers 410 and disconnects it when it is still stored', async () => {
