@@ -182,6 +182,9 @@ export class Pinger {
       goneGraceMs: options.goneGraceMs ?? 10_000,
     };
     if (!(this.defaultIntervalMs > 0)) throw new RangeError('defaultInterval must be positive');
+    if (!(this.lateWindowMs < this.welcomeTimeoutMs)) {
+      throw new RangeError('lateWindowMs must be under welcomeTimeoutMs');
+    }
   }
 
   /** The first read: every connection and subscription. Then {@link tick}. */
@@ -193,9 +196,9 @@ export class Pinger {
   /**
    * Reads what changed, then welcomes and pings what is due. A change is dated by its
    * writer before it is stored, so each read goes back `overlapMs` before the last one's
-   * start, and every `lateReadEveryMs` one goes back `lateWindowMs`: a connection stored
-   * later than that would otherwise never be welcomed, and its client would wait for the
-   * welcome until API Gateway's idle timeout.
+   * start, and every `lateReadEveryMs` one goes back `lateWindowMs`: without those, a
+   * connection stored more than `overlapMs` after it was dated would never be welcomed, and
+   * its client would wait for the welcome until API Gateway's idle timeout.
    */
   async tick(): Promise<void> {
     if (this.readFrom === undefined) {

@@ -131,6 +131,23 @@ describe('Pinger: welcome', () => {
     expect(t.pings('late')).toBeGreaterThanOrEqual(10);
   });
 
+  it('refuses late reads that reach back past the welcome timeout (a first read would skip what they find)', () => {
+    const t = setup();
+    const options = { store: t.store, api: t.api, broker: t.broker, welcomer: t.gateway };
+    expect(() => new Pinger({ ...options, defaultInterval: 3, lateWindowMs: 60_000 })).toThrow(
+      new RangeError('lateWindowMs must be under welcomeTimeoutMs'),
+    );
+    expect(
+      () =>
+        new Pinger({
+          ...options,
+          defaultInterval: 3,
+          welcomeTimeoutMs: 120_000,
+          lateWindowMs: 60_000,
+        }),
+    ).not.toThrow();
+  });
+
   it('disconnects a refused connection as unauthorized, closes it, and never pings it', async () => {
     const t = setup();
     await t.pinger.start();
