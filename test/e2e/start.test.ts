@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -38,7 +39,7 @@ afterEach(() => {
   }
 });
 
-async function startNpm(): Promise<Run> {
+async function startNpm(env: Record<string, string> = {}): Promise<Run> {
   const names = ['WS', 'HTTP', 'LAMBDA', 'DYNAMODB', 'SQS'];
   const ports: Record<string, number> = {};
   const taken = new Set<number>();
@@ -57,6 +58,7 @@ async function startNpm(): Promise<Run> {
       LAMBDACABLE_BUILD_DIR: BUILD_DIR,
       LAMBDACABLE_WATCH: 'off',
       START_TEST_MARKER: marker,
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
@@ -91,8 +93,10 @@ async function startNpm(): Promise<Run> {
 
 /** Keeps the functions busy (connect, outbox relay, SQS poller, fan-out) until the test ends. */
 /** `npm start` under load, with its process tree and the ports it listens on (all of its own). */
-async function startedAndBusy(): Promise<{ run: Run; tree: Proc[]; listening: number[] }> {
-  const run = await startNpm();
+async function startedAndBusy(
+  env: Record<string, string> = {},
+): Promise<{ run: Run; tree: Proc[]; listening: number[] }> {
+  const run = await startNpm(env);
   await keepBusy(run);
   const tree = descendants(run.npm.pid!);
   const listening = listeningPorts(tree);
@@ -137,19 +141,7 @@ async function keepBusy(run: Run): Promise<void> {
 describe('npm start', () => {
   it('stops every process it started and frees every port on SIGTERM to npm', async () => {
     const { run, tree, listening } = await startedAndBusy();
-    // The functions npm start's pollers and pinger invoke run in worker threads
-    // (infra/offline/preload.mjs), which say so when they start; the broadcasts above invoke
-    // the relay and the consumer, and the subscribed socket got its welcome from the pinger.
-    for (const fn of ['outboxRelay', 'broadcast', 'pinger']) {
-      const line = new RegExp(
-        `lambdacable-local-${fn}: Lambda instance 1 started in a worker thread`,
-      );
-      await until(
-        () => line.test(run.output),
-        60_000,
-        () => `${line}; output:\n${run.output}`,
-      );
-    }
+    await workersStarted(run);
 
     const exit = exited(run.npm);
     run.npm.kill('SIGTERM');
@@ -162,8 +154,13 @@ describe('npm start', () => {
     await expectAllGone(run, tree, listening);
   }, 240_000);
 
-  it('stops every process it started and frees every port on Ctrl-C (SIGINT to its process group)', async () => {
-    const { run, tree, listening } = await startedAndBusy();
+  it('stops every process it started and frees every port on Ctrl-C (SIGINT to its process group), writing a CPU profile of each thread it was asked for', async () => {
+    const profiles = mkdtempSync(join(tmpdir(), 'lambdacable-start-prof-'));
+    cleanups.push(() => rmSync(profiles, { recursive: true, force: true }));
+    const { run, tree, listening } = await startedAndBusy({
+      LAMBDACABLE_OFFLINE_CPU_PROF: profiles,
+    });
+    await workersStarted(run);
 
     const exit = exited(run.npm);
     process.kill(-run.npm.pid!, 'SIGINT');
@@ -174,8 +171,39 @@ describe('npm start', () => {
       signal: 'SIGINT',
     });
     await expectAllGone(run, tree, listening);
+    // serverless-offline's thread and the worker threads of the functions (one file each).
+    const scripts = readdirSync(profiles).map((f) => {
+      const profile = JSON.parse(readFileSync(join(profiles, f), 'utf8')) as {
+        nodes: { callFrame: { url: string } }[];
+      };
+      return new Set(profile.nodes.map((n) => n.callFrame.url));
+    });
+    const profiled = (pattern: RegExp) =>
+      scripts.some((urls) => [...urls].some((u) => pattern.test(u)));
+    expect(profiled(/serverless-offline/)).toBe(true);
+    for (const fn of ['outbox-relay', 'broadcast', 'pinger']) {
+      expect(profiled(new RegExp(`/functions/${fn}\\.mjs`)), fn).toBe(true);
+    }
   }, 240_000);
 });
+
+/**
+ * The functions npm start's pollers and pinger invoke run in worker threads
+ * (infra/offline/preload.mjs), which say so when they start; {@link keepBusy}'s broadcasts
+ * invoke the relay and the consumer, and its subscribed socket gets its welcome from the pinger.
+ */
+async function workersStarted(run: Run): Promise<void> {
+  for (const fn of ['outboxRelay', 'broadcast', 'pinger']) {
+    const line = new RegExp(
+      `lambdacable-local-${fn}: Lambda instance 1 started in a worker thread`,
+    );
+    await until(
+      () => line.test(run.output),
+      60_000,
+      () => `${line}; output:\n${run.output}`,
+    );
+  }
+}
 
 async function expectAllGone(run: Run, tree: Proc[], ports: number[]): Promise<void> {
   await within(run.closed, STOP_TIMEOUT_MS, 'the output pipes to close');
