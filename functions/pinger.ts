@@ -6,7 +6,7 @@ import { brokerRuntime, gateway, runtime } from './runtime';
 const RUN_MS = 60_000;
 /** A run outlasts the next one's start by this much, so that no connection waits for a ping. */
 const OVERLAP_MS = 2_000;
-/** Time left for the last tick before the Lambda's timeout. */
+/** Time left for the last tick before the Lambda's timeout: no welcome or ping starts in it. */
 const MARGIN_MS = 5_000;
 
 /**
@@ -25,14 +25,14 @@ export const handler = async (_event: unknown, context: Context) => {
     defaultInterval: config.pingInterval,
     logger,
   });
-  const until =
-    Date.now() + Math.min(RUN_MS + OVERLAP_MS, context.getRemainingTimeInMillis() - MARGIN_MS);
+  const stopAt = Date.now() + context.getRemainingTimeInMillis() - MARGIN_MS;
+  const until = Math.min(Date.now() + RUN_MS + OVERLAP_MS, stopAt);
   while (Date.now() < until) {
     const started = Date.now();
     try {
       // The first tick reads everything; a failed tick is logged and the next one tries again,
       // so that one throttled read never stops the welcomes and pings of the whole run.
-      await pinger.tick();
+      await pinger.tick(stopAt);
     } catch (error) {
       logger.error('pinger tick failed', {
         error: error instanceof Error ? error.message : String(error),

@@ -194,13 +194,15 @@ export class Pinger {
   }
 
   /**
-   * Reads what changed, then welcomes and pings what is due. A change is dated by its
+   * Reads what changed, then welcomes and pings what is due, starting none at or after
+   * `stopAt` (ms): a run's Lambda stopped at its timeout between a welcome's claim and its
+   * post would leave that welcome unsent, so the last welcomes are left to the next run. A change is dated by its
    * writer before it is stored, so each read goes back `overlapMs` before the last one's
    * start, and every `lateReadEveryMs` one goes back `lateWindowMs`: without those, a
    * connection stored more than `overlapMs` after it was dated would never be welcomed, and
    * its client would wait for the welcome until API Gateway's idle timeout.
    */
-  async tick(): Promise<void> {
+  async tick(stopAt = Number.POSITIVE_INFINITY): Promise<void> {
     if (this.readFrom === undefined) {
       await this.start();
     } else {
@@ -209,7 +211,7 @@ export class Pinger {
       if (late) this.lateReadAt = now;
       await this.read(this.readFrom - (late ? this.lateWindowMs : this.overlapMs), false);
     }
-    await this.deliverDue();
+    await this.deliverDue(stopAt);
   }
 
   /** What this run did so far. */
@@ -270,16 +272,20 @@ export class Pinger {
     return undefined;
   }
 
-  private async deliverDue(): Promise<void> {
+  private async deliverDue(stopAt: number): Promise<void> {
     const now = this.clock.now();
+    if (now >= stopAt) return;
     const due = [...this.tracked.values()].filter((t) => t.dueAt <= now);
     if (due.length === 0) return;
     const welcomes = due.filter((t) => !t.welcomed);
     const pings = due.filter((t) => t.welcomed);
-    await forEachConcurrently(welcomes, this.concurrency, (t) => this.welcomeOne(t));
+    await forEachConcurrently(welcomes, this.concurrency, async (t) => {
+      if (this.clock.now() < stopAt) await this.welcomeOne(t);
+    });
     const active = await this.activityOf(pings, now);
     const frame = JSON.stringify({ type: 'ping', message: Math.floor(now / 1000) });
     await forEachConcurrently(pings, this.concurrency, async (t) => {
+      if (this.clock.now() >= stopAt) return;
       const lastBroadcast = active.get(t.record.connectionId);
       if (lastBroadcast !== undefined && lastBroadcast > (t.lastFrameAt ?? 0)) {
         t.lastFrameAt = lastBroadcast;

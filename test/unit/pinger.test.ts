@@ -131,6 +131,30 @@ describe('Pinger: welcome', () => {
     expect(t.pings('late')).toBeGreaterThanOrEqual(10);
   });
 
+  it("starts no welcome at or after the run's stop time, and the next run welcomes that connection", async () => {
+    const t = setup();
+    await t.pinger.start();
+    await t.connect('c1');
+    await t.pinger.tick(t.clock.now()); // the run's Lambda is about to time out
+    expect(t.framesOf('c1')).toEqual([]);
+    t.clock.advance(10_000);
+    const next = new Pinger({
+      store: t.store,
+      api: t.api,
+      broker: t.broker,
+      welcomer: t.gateway,
+      defaultInterval: 3,
+      clock: t.clock,
+    });
+    await next.tick(t.clock.now() + 60_000);
+    expect(t.framesOf('c1')).toEqual([{ type: 'welcome', sid: expect.any(String) }]);
+    t.clock.advance(3_000); // a ping is due, and so is the stop
+    await next.tick(t.clock.now());
+    expect(t.pings('c1')).toBe(0);
+    await next.tick();
+    expect(t.pings('c1')).toBe(1);
+  });
+
   it('refuses late reads that reach back past the welcome timeout (a first read would skip what they find)', () => {
     const t = setup();
     const options = { store: t.store, api: t.api, broker: t.broker, welcomer: t.gateway };
