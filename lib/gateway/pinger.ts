@@ -194,13 +194,16 @@ export class Pinger {
   }
 
   /**
-   * Reads what changed, then welcomes and pings what is due, starting none at or after
-   * `stopAt` (ms): a run's Lambda stopped at its timeout between a welcome's claim and its
-   * post would leave that welcome unsent, so the last welcomes are left to the next run. A change is dated by its
-   * writer before it is stored, so each read goes back `overlapMs` before the last one's
-   * start, and every `lateReadEveryMs` one goes back `lateWindowMs`: without those, a
-   * connection stored more than `overlapMs` after it was dated would never be welcomed, and
-   * its client would wait for the welcome until API Gateway's idle timeout.
+   * Reads what changed, then welcomes and pings what is due.
+   *
+   * A change is dated by its writer before it is stored, so each read goes back `overlapMs`
+   * before the last one's start, and every `lateReadEveryMs` one goes back `lateWindowMs`:
+   * without those, a connection stored more than `overlapMs` after it was dated would never
+   * be welcomed, and its client would wait for the welcome until API Gateway's idle timeout.
+   *
+   * No welcome or ping starts at or after `stopAt` (ms): a run's Lambda stopped at its
+   * timeout between a welcome's claim and its post would leave that welcome unsent, so the
+   * last ones are left to the next run.
    */
   async tick(stopAt = Number.POSITIVE_INFINITY): Promise<void> {
     if (this.readFrom === undefined) {
