@@ -49,19 +49,30 @@ function inMemory() {
   });
   const newPinger = () =>
     new Pinger({ store, api, broker, welcomer: gateway, defaultInterval: 3, clock });
-  return { clock, store, api, broker, gateway, newPinger };
+  /** `$connect` of connection `c<i>`, with `pi` when given. */
+  const connect = (i: number, pi?: number) =>
+    gateway.connect({
+      connectionId: `c${i}`,
+      query: pi ? { pi: String(pi) } : {},
+      protocols: 'actioncable-v1-ext-json',
+    });
+  /** One run (a simulated minute) of `pinger`, calling `each` before each tick. */
+  const runMinute = async (pinger: Pinger, each?: (t: number) => Promise<void>) => {
+    for (let t = 0; t < RUN_MS; t += TICK_MS) {
+      await each?.(t);
+      await pinger.tick();
+      clock.advance(TICK_MS);
+    }
+  };
+  return { clock, store, api, broker, gateway, newPinger, connect, runMinute };
 }
 
 /** One pinger run over `n` connections; `busyShare` of them on a stream with a broadcast each second. */
 async function simulate(n: number, pi: number | undefined, busyShare = 0): Promise<RunResult> {
-  const { clock, store, api, broker, gateway, newPinger } = inMemory();
+  const { clock, store, api, broker, gateway, newPinger, connect, runMinute } = inMemory();
   for (let i = 0; i < n; i++) {
     const connectionId = `c${i}`;
-    await gateway.connect({
-      connectionId,
-      query: pi ? { pi: String(pi) } : {},
-      protocols: 'actioncable-v1-ext-json',
-    });
+    await connect(i, pi);
     await gateway.welcome(connectionId);
     if (i < n * busyShare) {
       const identifier = JSON.stringify({ channel: '$pubsub', stream_name: 'busy' });
@@ -72,13 +83,11 @@ async function simulate(n: number, pi: number | undefined, busyShare = 0): Promi
   api.clear();
   const pinger = newPinger();
   await pinger.start();
-  for (let t = 0; t < RUN_MS; t += TICK_MS) {
+  await runMinute(pinger, async (t) => {
     if (busyShare > 0 && t % 1000 === 0) {
       await broker.handleBroadcast({ stream: 'busy', data: JSON.stringify({ t }) });
     }
-    await pinger.tick();
-    clock.advance(TICK_MS);
-  }
+  });
   const pings = api.posted.filter((p) => p.frame.startsWith('{"type":"ping"')).length;
   return {
     pingsPerConnectionHour: (pings / n) * 60,
@@ -92,20 +101,11 @@ async function simulate(n: number, pi: number | undefined, busyShare = 0): Promi
  * within the read overlap and every late read within the late window.
  */
 async function readsPerNewConnection(n: number): Promise<number> {
-  const { clock, store, gateway, newPinger } = inMemory();
+  const { store, newPinger, connect, runMinute } = inMemory();
   const pinger = newPinger();
   await pinger.start();
-  for (let i = 0; i < n; i++) {
-    await gateway.connect({
-      connectionId: `c${i}`,
-      query: {},
-      protocols: 'actioncable-v1-ext-json',
-    });
-  }
-  for (let t = 0; t < RUN_MS; t += TICK_MS) {
-    await pinger.tick();
-    clock.advance(TICK_MS);
-  }
+  for (let i = 0; i < n; i++) await connect(i);
+  await runMinute(pinger);
   if (pinger.report().welcomed !== n) throw new Error('not every new connection was welcomed');
   return store.itemsRead / n;
 }
