@@ -42,6 +42,8 @@ import { invokeOnSqs, redriveDlq } from '../helpers/sqs-lambda';
  * message whose success was recorded (the batch's ack write) is never handed over again;
  * it is handed over again exactly when its success was not recorded (the invocation
  * crashed after its effect, or the ack write failed), and then with a receive count > 1.
+ * The one exception is a batch slower than the visibility timeout: its messages may be
+ * received and handled again before it records them; the test counts such invocations.
  * Effects are non-idempotent appends counted per event id, so every extra call shows; the
  * application makes its effects exactly once by checking the offset it recorded with
  * the effect (here: a set of applied offsets per key).
@@ -56,9 +58,11 @@ const PER_KEY = 50; // 2,500 events
 const SEED = 20261203;
 const MAX_RECEIVE = 5;
 /**
- * Longer than a batch takes on a loaded 2-core CI machine: a message whose visibility ends
- * while its batch still runs is received again at once, as it would be by Lambda with a
- * visibility timeout under the function's run time (which serverless.yml never configures).
+ * Longer than a batch usually takes on a loaded 2-core CI machine. A message whose
+ * visibility ends while its batch still runs can be received again before that batch
+ * records its success, as by Lambda with a visibility timeout under the function's run
+ * time (the deployed queues take 6× it, infra/definitions.ts). Such an invocation is
+ * counted as overrun, and its effects may come twice: see `exposed`.
  */
 const VISIBILITY_SECONDS = 6;
 const POISON = { key: 'k7', seq: 10 };
@@ -230,6 +234,11 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
     // --- the consumer: effects counted per event id, app-level dedup by offset ---
     const calls = new Map<string, number>(); // handler calls that reached the effect
     const unrecorded = new Map<string, number>(); // effects whose success was not recorded
+    // Effects of invocations that outlived their messages' visibility (recorded, but maybe
+    // after another invocation had received the message again).
+    const exposed = new Map<string, number>();
+    const handovers = new Map<string, string[]>(); // per event id, to explain a failure
+    let overruns = 0;
     const order = new Map<string, { seq: number; redrive: boolean }[]>(); // effects per key
     const applied = new Map<string, Set<bigint>>(); // the application's offsets, with its effects
     const eventOf = new Map<string, { key: string; seq: number }>();
@@ -254,6 +263,8 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
 
     const invokeOnce = async (clients: ReturnType<typeof consumerClients>) => {
       invocations++;
+      const invocation = invocations;
+      const began = Date.now();
       const effects: { id: string; partition: string }[] = [];
       const commitFailed = new Set<string>();
       let dead = false;
@@ -301,6 +312,10 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
         eventOf.set(m.id, value);
         bump(calls, m.id);
         effects.push({ id: m.id, partition: m.partition });
+        handovers.set(m.id, [
+          ...(handovers.get(m.id) ?? []),
+          `#${invocation} rc=${m.receiveCount} +${Date.now() - began}ms`,
+        ]);
         const list = order.get(value.key) ?? [];
         list.push({ seq: value.seq, redrive: redriving });
         order.set(value.key, list);
@@ -317,22 +332,36 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
           return new Promise<never>(() => {});
         }
       };
-      const result = await invokeOnSqs(
-        clients.sqs,
-        queue,
-        handler,
-        {
-          group: 'soak',
-          ackStore: store,
-          logger: quiet,
-          visibility: { sqs: clients.sqs, queueUrl: () => queue.url, backoffSeconds: () => 0 },
-        },
-        (run) => Promise.race([run(), crashed]) as Promise<SQSBatchResponse>,
-      );
-      for (const e of effects) {
-        if (result.crashed || commitFailed.has(e.partition)) bump(unrecorded, e.id);
+      let result: Awaited<ReturnType<typeof invokeOnSqs>> | undefined;
+      try {
+        result = await invokeOnSqs(
+          clients.sqs,
+          queue,
+          handler,
+          {
+            group: 'soak',
+            ackStore: store,
+            logger: quiet,
+            visibility: { sqs: clients.sqs, queueUrl: () => queue.url, backoffSeconds: () => 0 },
+          },
+          (run) => Promise.race([run(), crashed]) as Promise<SQSBatchResponse>,
+        );
+        return result;
+      } finally {
+        // Also when a surfaced delete throttle rejects the invocation after its ack writes:
+        // a partition whose write failed is handed over again all the same.
+        const crashedRun = result?.crashed ?? false;
+        // From before its receive to after its deletes: an upper bound of the messages' time
+        // in flight, so an invocation under the visibility timeout cannot have been overtaken.
+        const took = Date.now() - began;
+        const overran = !crashedRun && took >= VISIBILITY_SECONDS * 1000 - 500;
+        if (overran) overruns++;
+        for (const e of effects) {
+          if (crashedRun || commitFailed.has(e.partition)) bump(unrecorded, e.id);
+          else if (overran) bump(exposed, e.id);
+          if (overran) handovers.get(e.id)?.push(`#${invocation} took ${took}ms`);
+        }
       }
-      return result;
     };
 
     const attributes = async (url: string) => {
@@ -423,15 +452,23 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
     console.log(
       `soak: ${total} events over ${KEYS} keys in ${((Date.now() - started) / 1000).toFixed(1)} s; ` +
         `${handlerCalls} handler calls, ${invocations} consumer invocations, ${relayCalls} relay calls; ` +
-        `${extra} duplicate effect calls (${duplicatesDetected} detected by offset); faults: ${JSON.stringify(faults)}`,
+        `${extra} duplicate effect calls (${duplicatesDetected} detected by offset); ` +
+        `${overruns} invocations outlived the visibility timeout; faults: ${JSON.stringify(faults)}`,
     );
 
     // Zero lost: every event reached its effect; the application applied each offset once.
     expect(ids).toHaveLength(total);
     expect(applyingDone()).toBe(total);
     // Zero unexplained duplicates: an event is handed over again exactly as often as its
-    // success went unrecorded, and every such call is a redelivery the offset recognises.
-    for (const id of ids) expect(calls.get(id)).toBe(1 + (unrecorded.get(id) ?? 0));
+    // success went unrecorded (plus at most once per overrun invocation that handled it), and
+    // every such call is a redelivery the offset recognises.
+    for (const id of ids) {
+      const least = 1 + (unrecorded.get(id) ?? 0);
+      const n = calls.get(id) ?? 0;
+      const why = `${JSON.stringify(eventOf.get(id))} handed over ${n}×: ${handovers.get(id)?.join(', ')}`;
+      expect(n, why).toBeGreaterThanOrEqual(least);
+      expect(n, why).toBeLessThanOrEqual(least + (exposed.get(id) ?? 0));
+    }
     expect(duplicatesDetected).toBe(extra);
     expect(duplicateWithoutRedelivery).toBe(0);
     // Per-key order: effects follow the commit order; the poison comes only at the redrive.
