@@ -19,9 +19,10 @@ printFigures(
   'Keepalive: the Pinger over one simulated minute, 1,000 connections',
   await benchKeepalive(),
 );
+const postCpu = await benchPostCpu();
 printFigures(
   "PostToConnection: the caller's CPU per post (the broadcast function's, per subscriber)",
-  await benchPostCpu(),
+  postCpu.figures,
 );
 printFigures(
   'Fan-out reads: our byStream Query vs the AWS sample chat app Scan (DynamoDB Local)',
@@ -53,7 +54,7 @@ try {
   );
   printFigures(
     `Fan-out to ${FANOUT_CLIENTS} subscribers: local stack vs a bare ws server`,
-    await benchFanoutLatency(bench, BENCH_SECRETS),
+    await benchFanoutLatency(bench, BENCH_SECRETS, postCpu.microsPerPost),
   );
 } finally {
   await bench.stop();
