@@ -60,7 +60,7 @@ export async function startBenchStack(): Promise<BenchStack> {
   const pollerLog = new CallLog(join(tmpdir(), `lambdacable-bench-poller-calls-${run}.jsonl`));
   const invocations: PollerInvocation[] = [];
   const stack = await startLocalStack({
-    ...(await freeStackPorts()),
+    ...freeStackPorts(),
     env: { ...BENCH_SECRETS, LAMBDACABLE_AWS_CALL_LOG: callLog.file },
     pollerCallLog: pollerLog.file,
     onInvocation: (i) => invocations.push(i),

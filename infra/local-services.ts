@@ -1,5 +1,5 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -47,8 +47,61 @@ const STOP_GRACE_MS = 10_000;
 const here = dirname(fileURLToPath(import.meta.url));
 const launcherPath = join(here, 'dynamodb-local', 'Launcher.java');
 
-/** Returns a TCP port that is free on 127.0.0.1 right now (it may be taken again later). */
-export function freePort(): Promise<number> {
+/**
+ * Returns a TCP port that is free on 127.0.0.1 right now (it may be taken again later). On
+ * Linux it is drawn from below the kernel's ephemeral range, so no outgoing connection of any
+ * process on the machine is handed it meanwhile (one did take a port the OS had just picked,
+ * between this check and serverless-offline's listen). A port is handed out once per process.
+ */
+export async function freePort(): Promise<number> {
+  const below = ephemeralLow();
+  if (below !== undefined && below - FREE_PORT_FLOOR >= 1_000) {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const port = FREE_PORT_FLOOR + Math.floor(Math.random() * (below - FREE_PORT_FLOOR));
+      if (handedOut.has(port)) continue;
+      if (await bindable(port)) {
+        handedOut.add(port);
+        return port;
+      }
+    }
+  }
+  for (;;) {
+    const port = await osPickedPort();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+/** The lowest port {@link freePort} draws from: above the ones services conventionally use. */
+const FREE_PORT_FLOOR = 20_000;
+const handedOut = new Set<number>();
+
+/** The first port of Linux's ephemeral range, or undefined where it cannot be read. */
+function ephemeralLow(): number | undefined {
+  try {
+    const low = Number(
+      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0],
+    );
+    return Number.isInteger(low) && low > 0 ? low : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen({ host: LOCAL_HOST, port, exclusive: true }, () => {
+      server.close(() => resolve(true));
+    });
+  });
+}
+
+function osPickedPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();

@@ -28,7 +28,10 @@ export const LOCAL_STAGE = 'local';
 const SERVICE = 'lambdacable';
 const PREFIX = `${SERVICE}-${LOCAL_STAGE}`;
 
-/** Options of {@link startLocalStack}; ports default to the documented ones. */
+/**
+ * Options of {@link startLocalStack}; ports default to the documented ones, and a port of 0
+ * means any free one (picked again should another process take it before it is listened on).
+ */
 export interface LocalStackOptions {
   /** WebSocket port. @default LAMBDACABLE_WS_PORT or 3001 */
   readonly wsPort?: number;
@@ -62,6 +65,8 @@ export interface LocalStackOptions {
    * the caller named `<function> event source mapping`; for benchmarks. @default off
    */
   readonly pollerCallLog?: string;
+  /** How a port given as 0 is picked; for tests. @default {@link freePort} */
+  readonly pickPort?: () => Promise<number>;
 }
 
 /** A running local stack. */
@@ -111,9 +116,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   try {
     const port = (value: number | undefined, name: string, fallback: number) =>
       value ?? (process.env[name] ? Number(process.env[name]) : fallback);
-    const wsPort = port(options.wsPort, 'LAMBDACABLE_WS_PORT', 3001);
-    const httpPort = port(options.httpPort, 'LAMBDACABLE_HTTP_PORT', 3000);
-    const lambdaPort = port(options.lambdaPort, 'LAMBDACABLE_LAMBDA_PORT', 3002);
+    const wanted: OfflinePorts = {
+      ws: port(options.wsPort, 'LAMBDACABLE_WS_PORT', 3001),
+      http: port(options.httpPort, 'LAMBDACABLE_HTTP_PORT', 3000),
+      lambda: port(options.lambdaPort, 'LAMBDACABLE_LAMBDA_PORT', 3002),
+    };
 
     const services: LocalService[] = await Promise.all([
       startDynamoDBLocal({ port: port(options.dynamodbPort, 'LAMBDACABLE_DYNAMODB_PORT', 8000) }),
@@ -127,18 +134,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const sqs = new SQSClient({ ...clientConfig, endpoint: sqsService.endpoint });
     const resources = await createLocalResources({ dynamodb, sqs, prefix: PREFIX });
 
-    const env: Record<string, string> = {
+    const base: Record<string, string> = {
       AWS_ACCESS_KEY_ID: LOCAL_CREDENTIALS.accessKeyId,
       AWS_SECRET_ACCESS_KEY: LOCAL_CREDENTIALS.secretAccessKey,
       AWS_REGION: LOCAL_REGION,
       AWS_DEFAULT_REGION: LOCAL_REGION,
       LAMBDACABLE_DYNAMODB_ENDPOINT: dynamodbService.endpoint,
       LAMBDACABLE_SQS_ENDPOINT: sqsService.endpoint,
-      LAMBDACABLE_MANAGEMENT_ENDPOINT: `http://${LOCAL_HOST}:${wsPort}`,
-      LAMBDACABLE_LAMBDA_ENDPOINT: `http://${LOCAL_HOST}:${lambdaPort}`,
-      LAMBDACABLE_WS_PORT: String(wsPort),
-      LAMBDACABLE_HTTP_PORT: String(httpPort),
-      LAMBDACABLE_LAMBDA_PORT: String(lambdaPort),
       LAMBDACABLE_SCHEDULE_PINGER: 'false',
       // Its own build folder (a deploy never ships a local build) with source maps.
       LAMBDACABLE_BUILD_DIR: process.env.LAMBDACABLE_BUILD_DIR || '.esbuild-local',
@@ -147,15 +149,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ...options.env,
     };
     for (const table of Object.keys(resources.tables) as TableName[]) {
-      env[tableVariable(table)] = resources.tables[table];
+      base[tableVariable(table)] = resources.tables[table];
     }
     for (const group of consumerGroups) {
       const queue = resources.queues[group.name];
-      if (queue) env[queueUrlVariable(group.name)] = queue.url;
+      if (queue) base[queueUrlVariable(group.name)] = queue.url;
     }
 
-    const offline = await startOffline(env, options, httpPort, wsPort);
+    const { offline, env, ports } = await startOfflineOn(wanted, base, options);
     stops.push(() => stopProcess(offline));
+    const { ws: wsPort, http: httpPort } = ports;
 
     const lambda = new LambdaClient({ ...clientConfig, endpoint: env.LAMBDACABLE_LAMBDA_ENDPOINT });
     if (!resources.outboxStreamArn) throw new Error('the outbox table has no stream');
@@ -354,20 +357,88 @@ const WORKER_FUNCTIONS = ['outboxRelay', 'pinger', ...consumerGroups.map((g) => 
   (fn) => `${PREFIX}-${fn}`,
 );
 
-/** Picks free ports for every service, for tests that must not clash with `npm start`. */
-export async function freeStackPorts(): Promise<
-  Required<
-    Pick<LocalStackOptions, 'wsPort' | 'httpPort' | 'lambdaPort' | 'dynamodbPort' | 'sqsPort'>
-  >
+/**
+ * Any free port for every service, for tests and benchmarks that must not clash with
+ * `npm start` or with each other: the emulators listen on one the OS picks, serverless-offline
+ * on ones picked for it (again, should another process take one first).
+ */
+export function freeStackPorts(): Required<
+  Pick<LocalStackOptions, 'wsPort' | 'httpPort' | 'lambdaPort' | 'dynamodbPort' | 'sqsPort'>
 > {
-  return {
-    wsPort: await freePort(),
-    httpPort: await freePort(),
-    lambdaPort: await freePort(),
-    dynamodbPort: await freePort(),
-    sqsPort: await freePort(),
-  };
+  return { wsPort: 0, httpPort: 0, lambdaPort: 0, dynamodbPort: 0, sqsPort: 0 };
 }
+
+interface OfflinePorts {
+  readonly ws: number;
+  readonly http: number;
+  readonly lambda: number;
+}
+
+const PORT_VARIABLES: Readonly<Record<keyof OfflinePorts, string>> = {
+  ws: 'LAMBDACABLE_WS_PORT',
+  http: 'LAMBDACABLE_HTTP_PORT',
+  lambda: 'LAMBDACABLE_LAMBDA_PORT',
+};
+
+/** How often serverless-offline is started on newly picked ports when one was taken. */
+const PORT_ATTEMPTS = 4;
+
+/**
+ * Starts serverless-offline on the wanted ports, each 0 picked free. A picked port another
+ * process took before serverless-offline listened on it is picked again; a given one that is
+ * in use fails with {@link PortInUseError}, naming the variable that sets it.
+ */
+async function startOfflineOn(
+  wanted: OfflinePorts,
+  base: Readonly<Record<string, string>>,
+  options: LocalStackOptions,
+): Promise<{ offline: ChildProcess; env: Record<string, string>; ports: OfflinePorts }> {
+  const pick = options.pickPort ?? freePort;
+  for (let attempt = 1; ; attempt++) {
+    const ports: OfflinePorts = {
+      ws: wanted.ws || (await pick()),
+      http: wanted.http || (await pick()),
+      lambda: wanted.lambda || (await pick()),
+    };
+    const env: Record<string, string> = {
+      ...base,
+      LAMBDACABLE_MANAGEMENT_ENDPOINT: `http://${LOCAL_HOST}:${ports.ws}`,
+      LAMBDACABLE_LAMBDA_ENDPOINT: `http://${LOCAL_HOST}:${ports.lambda}`,
+      LAMBDACABLE_WS_PORT: String(ports.ws),
+      LAMBDACABLE_HTTP_PORT: String(ports.http),
+      LAMBDACABLE_LAMBDA_PORT: String(ports.lambda),
+    };
+    try {
+      return { offline: await startOffline(env, options, ports.http, ports.ws), env, ports };
+    } catch (error) {
+      if (!(error instanceof PortInUseError)) throw error;
+      const which = (Object.keys(ports) as (keyof OfflinePorts)[]).find(
+        (k) => ports[k] === error.port,
+      );
+      if (which && wanted[which] !== 0) {
+        throw new PortInUseError(
+          error.port,
+          `port ${error.port} (${PORT_VARIABLES[which]}) is in use on ${LOCAL_HOST}: stop what ` +
+            `listens on it, or set ${PORT_VARIABLES[which]} to another port (0 picks a free one)`,
+        );
+      }
+      if (attempt >= PORT_ATTEMPTS) throw error;
+    }
+  }
+}
+
+/** A port serverless-offline was to listen on is in use. */
+export class PortInUseError extends LambdacableError {
+  readonly port: number;
+  constructor(port: number, message: string) {
+    super(message);
+    this.name = 'PortInUseError';
+    this.port = port;
+  }
+}
+
+/** serverless-offline's report of a port it could not listen on. */
+const ADDRESS_IN_USE = /EADDRINUSE: address already in use [^\s:]+:(\d+)/;
 
 async function startOffline(
   env: Record<string, string>,
@@ -424,6 +495,12 @@ async function startOffline(
   const timeoutMs = options.startupTimeoutMs ?? 120_000;
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
+    const taken = ADDRESS_IN_USE.exec(output);
+    if (taken) {
+      await stopProcess(child);
+      const port = Number(taken[1]);
+      throw new PortInUseError(port, `serverless offline: port ${port} is in use:\n${output}`);
+    }
     if (hasExited(child)) {
       const status = child.signalCode ?? child.exitCode;
       throw new Error(`serverless offline exited (${status}):\n${output}`);

@@ -150,7 +150,7 @@ const goodClientStillServed = () => delivered(good, GOOD_STREAM);
 
 beforeAll(async () => {
   stack = await startLocalStack({
-    ...(await freeStackPorts()),
+    ...freeStackPorts(),
     env,
     output: 'quiet',
     watch: false,

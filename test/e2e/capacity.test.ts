@@ -23,7 +23,7 @@ const cables: Cable[] = [];
 beforeAll(async () => {
   await rm(callLog, { force: true });
   stack = await startLocalStack({
-    ...(await freeStackPorts()),
+    ...freeStackPorts(),
     env: { ...env, LAMBDACABLE_AWS_CALL_LOG: callLog },
     output: 'quiet',
     watch: false,

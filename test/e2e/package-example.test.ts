@@ -43,7 +43,7 @@ beforeAll(async () => {
   const dir = work;
   // Packing and installing take as long as the stack's start: do both at once.
   const [started, installed] = await Promise.allSettled([
-    startLocalStack({ ...(await freeStackPorts()), env: secrets, output: 'quiet', watch: false }),
+    startLocalStack({ ...freeStackPorts(), env: secrets, output: 'quiet', watch: false }),
     (async () => {
       tarball = await packLibrary(dir);
       app = await consumerProject(dir, tarball);

@@ -1,4 +1,5 @@
 import { readFile, rm } from 'node:fs/promises';
+import { type AddressInfo, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Cable } from '@anycable/core';
@@ -7,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { RecordedCall } from '../../infra/aws-call-log';
 import { commitDemoBroadcast } from '../../infra/demo';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../infra/local-services';
+import { freePort, LOCAL_CREDENTIALS, LOCAL_HOST, LOCAL_REGION } from '../../infra/local-services';
 import {
   freeStackPorts,
   LOCAL_STAGE,
@@ -40,11 +41,24 @@ const callLog = join(tmpdir(), `lambdacable-e2e-calls-${process.pid}.jsonl`);
 
 let stack: LocalStack;
 let dynamodb: DynamoDBClient;
+/**
+ * The port picked first for serverless-offline, held by another listener before serverless-
+ * offline can listen on it (what happened in CI): the stack starts on ports picked again.
+ */
+let taken: Server;
+const picked: number[] = [];
 
 beforeAll(async () => {
   await rm(callLog, { force: true });
+  taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, LOCAL_HOST, resolve));
   stack = await startLocalStack({
-    ...(await freeStackPorts()),
+    ...freeStackPorts(),
+    pickPort: async () => {
+      const port = picked.length === 0 ? (taken.address() as AddressInfo).port : await freePort();
+      picked.push(port);
+      return port;
+    },
     env: { ...secrets, LAMBDACABLE_AWS_CALL_LOG: callLog },
     output: 'quiet',
     watch: false,
@@ -61,8 +75,25 @@ afterAll(async () => {
   clients?.disconnectAll();
   dynamodb?.destroy();
   await stack?.stop();
+  taken?.close();
   await rm(callLog, { force: true });
 }, 60_000);
+
+describe('ports', () => {
+  it('starts on ports picked again when another process took the one picked first', () => {
+    const takenPort = (taken.address() as AddressInfo).port;
+    // ws, http, lambda; then the three again.
+    expect(picked).toHaveLength(6);
+    expect(picked[0]).toBe(takenPort);
+    const ws = Number(new URL(stack.wsUrl).port);
+    const http = Number(new URL(stack.httpUrl).port);
+    expect([ws, http]).toEqual(picked.slice(3, 5));
+    expect(ws).not.toBe(takenPort);
+    // The functions are told the ports serverless-offline listens on, not the taken one.
+    expect(stack.env.LAMBDACABLE_MANAGEMENT_ENDPOINT).toBe(`http://${LOCAL_HOST}:${ws}`);
+    expect(stack.env.LAMBDACABLE_LAMBDA_ENDPOINT).toBe(`http://${LOCAL_HOST}:${picked[5]}`);
+  });
+});
 
 let clients: ReturnType<typeof anycableClients>;
 const cable = (token: string | undefined, options: Record<string, unknown> = {}): Cable =>
