@@ -39,16 +39,28 @@ afterEach(() => {
   }
 });
 
+/**
+ * `npm start` on ports of its own. Another test's process may take one of them between their
+ * pick and `npm start`'s listen: then, told so by `npm start`, it starts again on others.
+ */
 async function startNpm(env: Record<string, string> = {}): Promise<Run> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startNpmOnce(env);
+    } catch (error) {
+      if (attempt >= 3 || !PORT_IN_USE.test(String(error))) throw error;
+    }
+  }
+}
+
+/** What `npm start` says when a port it is given is in use (serverless-offline, the JVM, fauxqs). */
+const PORT_IN_USE = /\(LAMBDACABLE_\w+_PORT\) is in use on|Failed to bind to|EADDRINUSE/;
+
+async function startNpmOnce(env: Record<string, string>): Promise<Run> {
   const names = ['WS', 'HTTP', 'LAMBDA', 'DYNAMODB', 'SQS'];
   const ports: Record<string, number> = {};
-  const taken = new Set<number>();
-  for (const name of names) {
-    let port = await freePort();
-    while (taken.has(port)) port = await freePort();
-    taken.add(port);
-    ports[`LAMBDACABLE_${name}_PORT`] = port;
-  }
+  // freePort hands a port out once per process.
+  for (const name of names) ports[`LAMBDACABLE_${name}_PORT`] = await freePort();
   const marker = `lambdacable-start-test-${randomUUID()}`;
   const npm = spawn('npm', ['start'], {
     cwd: root,
