@@ -114,20 +114,33 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     },
   };
   try {
-    const port = (value: number | undefined, name: string, fallback: number) =>
-      value ?? (process.env[name] ? Number(process.env[name]) : fallback);
+    const port = (value: number | undefined, name: string, fallback: number): number => {
+      const chosen = value ?? (process.env[name] ? Number(process.env[name]) : fallback);
+      if (!Number.isInteger(chosen) || chosen < 0 || chosen > 65_535) {
+        throw new LambdacableError(
+          `${name}: ${value ?? process.env[name]} is not a port (0 to 65535; 0 picks a free one)`,
+        );
+      }
+      return chosen;
+    };
     const wanted: OfflinePorts = {
       ws: port(options.wsPort, 'LAMBDACABLE_WS_PORT', 3001),
       http: port(options.httpPort, 'LAMBDACABLE_HTTP_PORT', 3000),
       lambda: port(options.lambdaPort, 'LAMBDACABLE_LAMBDA_PORT', 3002),
     };
+    // Every port is read before anything starts, so a bad one leaves nothing running.
+    const dynamodbPort = port(options.dynamodbPort, 'LAMBDACABLE_DYNAMODB_PORT', 8000);
+    const sqsPort = port(options.sqsPort, 'LAMBDACABLE_SQS_PORT', 9324);
 
-    const services: LocalService[] = await Promise.all([
-      startDynamoDBLocal({ port: port(options.dynamodbPort, 'LAMBDACABLE_DYNAMODB_PORT', 8000) }),
-      startSqsLocal({ port: port(options.sqsPort, 'LAMBDACABLE_SQS_PORT', 9324) }),
+    // Each is stopped with the stack as soon as it runs: the other may yet fail to start.
+    const started = (service: LocalService) => {
+      stops.push(() => service.stop());
+      return service;
+    };
+    const [dynamodbService, sqsService] = await Promise.all([
+      startDynamoDBLocal({ port: dynamodbPort }).then(started),
+      startSqsLocal({ port: sqsPort }).then(started),
     ]);
-    const [dynamodbService, sqsService] = services as [LocalService, LocalService];
-    for (const s of services) stops.push(() => s.stop());
 
     const clientConfig = { region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS };
     const dynamodb = new DynamoDBClient({ ...clientConfig, endpoint: dynamodbService.endpoint });

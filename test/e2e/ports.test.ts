@@ -39,7 +39,53 @@ describe('freePort', () => {
   });
 });
 
+describe('startLocalStack with a bad port', () => {
+  it('refuses a port variable that is no port, naming it, before it starts anything', async () => {
+    const before = childrenOf(process.pid);
+    const saved = process.env.LAMBDACABLE_LAMBDA_PORT;
+    process.env.LAMBDACABLE_LAMBDA_PORT = '30OO';
+    try {
+      await expect(startLocalStack({ wsPort: 0, httpPort: 0, output: 'quiet' })).rejects.toThrow(
+        'LAMBDACABLE_LAMBDA_PORT: 30OO is not a port (0 to 65535; 0 picks a free one)',
+      );
+    } finally {
+      if (saved === undefined) delete process.env.LAMBDACABLE_LAMBDA_PORT;
+      else process.env.LAMBDACABLE_LAMBDA_PORT = saved;
+    }
+    await expect(startLocalStack({ ...freeStackPorts(), sqsPort: 70_000 })).rejects.toThrow(
+      'LAMBDACABLE_SQS_PORT: 70000 is not a port',
+    );
+    expect(childrenOf(process.pid)).toEqual(before);
+  });
+});
+
 describe('startLocalStack on a port in use', () => {
+  it('fails when DynamoDB Local cannot listen, and stops fauxqs, which did', async () => {
+    const before = childrenOf(process.pid);
+    const sqsPort = await freePort();
+    const error = await startLocalStack({
+      ...freeStackPorts(),
+      dynamodbPort: otherPort,
+      sqsPort,
+      output: 'quiet',
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(String(error)).toContain(`Failed to bind to /127.0.0.1:${otherPort}`);
+    // fauxqs started meanwhile: it no longer listens.
+    const refused = await new Promise<string>((resolve) => {
+      const socket = connect(sqsPort, LOCAL_HOST);
+      socket.on('connect', () => {
+        socket.destroy();
+        resolve('connected');
+      });
+      socket.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
+    });
+    expect(refused).toBe('ECONNREFUSED');
+    expect(childrenOf(process.pid)).toEqual(before);
+  }, 120_000);
+
   it('fails with an error naming the variable that sets the port, and leaves its owner be', async () => {
     const before = childrenOf(process.pid);
     const started = startLocalStack({
