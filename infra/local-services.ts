@@ -58,15 +58,15 @@ export async function freePort(): Promise<number> {
   if (below !== undefined && below - FREE_PORT_FLOOR >= 1_000) {
     for (let attempt = 0; attempt < 50; attempt++) {
       const port = FREE_PORT_FLOOR + Math.floor(Math.random() * (below - FREE_PORT_FLOOR));
-      if (handedOut.has(port)) continue;
-      if (await bindable(port)) {
+      if (!handedOut.has(port) && (await listenOnce(port)) !== undefined) {
         handedOut.add(port);
         return port;
       }
     }
   }
   for (;;) {
-    const port = await osPickedPort();
+    const port = await listenOnce(0);
+    if (port === undefined) throw new Error('freePort: the OS picked no port');
     if (!handedOut.has(port)) {
       handedOut.add(port);
       return port;
@@ -77,42 +77,34 @@ export async function freePort(): Promise<number> {
 /** The lowest port {@link freePort} draws from: above the ones services conventionally use. */
 const FREE_PORT_FLOOR = 20_000;
 const handedOut = new Set<number>();
+let ephemeral: { low: number | undefined } | undefined;
 
-/** The first port of Linux's ephemeral range, or undefined where it cannot be read. */
+/** The first port of Linux's ephemeral range (read once), or undefined where it cannot be read. */
 function ephemeralLow(): number | undefined {
-  try {
-    const low = Number(
-      readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0],
-    );
-    return Number.isInteger(low) && low > 0 ? low : undefined;
-  } catch {
-    return undefined;
+  if (!ephemeral) {
+    let low: number | undefined;
+    try {
+      const range = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8');
+      low = Number(range.trim().split(/\s+/)[0]);
+      if (!Number.isInteger(low) || low <= 0) low = undefined;
+    } catch {
+      low = undefined;
+    }
+    ephemeral = { low };
   }
+  return ephemeral.low;
 }
 
-function bindable(port: number): Promise<boolean> {
+/** Listens on `port` of 127.0.0.1 (0: one the OS picks) and closes: the port, or undefined if taken. */
+function listenOnce(port: number): Promise<number | undefined> {
   return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.once('error', () => resolve(false));
+    server.once('error', () => resolve(undefined));
     server.listen({ host: LOCAL_HOST, port, exclusive: true }, () => {
-      server.close(() => resolve(true));
-    });
-  });
-}
-
-function osPickedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen({ host: LOCAL_HOST, port: 0, exclusive: true }, () => {
       const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : undefined;
-      server.close(() => {
-        if (port === undefined) reject(new Error('freePort: could not read the bound port'));
-        else resolve(port);
-      });
+      const bound = typeof address === 'object' && address ? address.port : undefined;
+      server.close(() => resolve(bound));
     });
   });
 }
