@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { RecordedCall } from '../infra/aws-call-log';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local-services';
-import type { PollerInvocation } from '../infra/sqs-poller';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local/services';
+import type { PollerInvocation } from '../infra/local/sqs-poller';
 import { createConnectToken, DynamoConnectionStore, signStreamName } from '../lib';
+import type { RecordedCall } from '../lib/adapters/aws/call-log';
 import { meterCapacity } from './capacity';
 import { costOf, gbSeconds, type Usage } from './prices';
 import { type BenchSecrets, type BenchStack, broadcastOverHttp, sleep } from './stack';

@@ -5,8 +5,8 @@ import {
   DynamoDBClient,
   paginateScan,
 } from '@aws-sdk/client-dynamodb';
-import { LOCAL_CREDENTIALS, LOCAL_REGION, startDynamoDBLocal } from '../infra/local-services';
-import { createLocalResources } from '../infra/resources';
+import { createLocalResources } from '../infra/local/resources';
+import { LOCAL_CREDENTIALS, LOCAL_REGION, startDynamoDBLocal } from '../infra/local/services';
 import { DynamoConnectionStore, signStreamName } from '../lib';
 import { type CapacityMeter, eventualReadUnits, itemBytes, meterCapacity } from './capacity';
 import type { Figure } from './util';

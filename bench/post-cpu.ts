@@ -3,7 +3,7 @@ import {
   ApiGatewayManagementApiClient,
   PostToConnectionCommand,
 } from '@aws-sdk/client-apigatewaymanagementapi';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local-services';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local/services';
 import type { Figure } from './util';
 
 /** Posts timed per setting (after a warm-up). */

@@ -3,15 +3,15 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { GetQueueAttributesCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBRecord } from 'aws-lambda';
+import { createLocalResources } from '../infra/local/resources';
 import {
   LOCAL_CREDENTIALS,
   LOCAL_REGION,
   type LocalService,
   startDynamoDBLocal,
   startSqsLocal,
-} from '../infra/local-services';
-import { createLocalResources } from '../infra/resources';
-import { StreamPoller } from '../infra/stream-poller';
+} from '../infra/local/services';
+import { StreamPoller } from '../infra/local/stream-poller';
 import { encodeEnvelope, OutboxProducer, OutboxRelay, recordFromItem } from '../lib';
 import { type BenchResult, measureAsync } from './util';
 

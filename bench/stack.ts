@@ -1,9 +1,9 @@
 import { readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { RecordedCall } from '../infra/aws-call-log';
-import { freeStackPorts, type LocalStack, startLocalStack } from '../infra/local-stack';
-import type { PollerInvocation } from '../infra/sqs-poller';
+import type { PollerInvocation } from '../infra/local/sqs-poller';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../infra/local/stack';
+import type { RecordedCall } from '../lib/adapters/aws/call-log';
 
 /** The functions' secrets on the bench's stack. */
 export const BENCH_SECRETS = {

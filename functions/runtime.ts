@@ -10,9 +10,12 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { recordAwsCalls } from '../infra/aws-call-log';
-import { queueUrlVariable, tableVariable } from '../infra/cloudformation';
-import { consumerGroups, type TableName, tables as tableDefinitions } from '../infra/definitions';
+import { queueUrlVariable, tableVariable } from '../infra/deploy/cloudformation';
+import {
+  consumerGroups,
+  type TableName,
+  tables as tableDefinitions,
+} from '../infra/deploy/definitions';
 import {
   ApiGatewayConnectionApi,
   AvroCodec,
@@ -27,6 +30,7 @@ import {
   OutboxProducer,
   OutboxRelay,
 } from '../lib';
+import { recordAwsCalls } from '../lib/adapters/aws/call-log';
 
 type Env = Readonly<Record<string, string | undefined>>;
 

@@ -6,11 +6,11 @@
 export {
   ApiGatewayConnectionApi,
   type ApiGatewayConnectionApiOptions,
-} from './adapters/apigateway/connection-api.js';
-export { awsCall } from './adapters/call.js';
-export { AwsClient, type AwsClientOptions } from './adapters/client.js';
-export { DynamoAckStore } from './adapters/dynamodb/acks.js';
-export { DynamoBroker, type DynamoBrokerOptions } from './adapters/dynamodb/broker.js';
+} from './adapters/aws/apigateway/connection-api.js';
+export { awsCall } from './adapters/aws/call.js';
+export { AwsClient, type AwsClientOptions } from './adapters/aws/client.js';
+export { DynamoAckStore } from './adapters/aws/dynamodb/acks.js';
+export { DynamoBroker, type DynamoBrokerOptions } from './adapters/aws/dynamodb/broker.js';
 export {
   BUCKET_INDEX,
   CONNECTION_BUCKETS,
@@ -18,7 +18,7 @@ export {
   DynamoConnectionStore,
   IDENTITY_INDEX,
   STREAM_INDEX,
-} from './adapters/dynamodb/connections.js';
+} from './adapters/aws/dynamodb/connections.js';
 export {
   createOutbox,
   DynamoOutbox,
@@ -29,15 +29,15 @@ export {
   outboxItem,
   recordFromItem,
   writeToOutbox,
-} from './adapters/dynamodb/outbox.js';
-export { DynamoSchemaRegistry } from './adapters/dynamodb/schema-registry.js';
+} from './adapters/aws/dynamodb/outbox.js';
+export { DynamoSchemaRegistry } from './adapters/aws/dynamodb/schema-registry.js';
 export {
   type BatchConsumerOptions,
   type ConsumedMessage,
   consumeSqsBatch,
   NackError,
-} from './adapters/sqs/batch-consumer.js';
-export { SqsConsumer, type SqsConsumerOptions } from './adapters/sqs/consumer.js';
+} from './adapters/aws/sqs/batch-consumer.js';
+export { SqsConsumer, type SqsConsumerOptions } from './adapters/aws/sqs/consumer.js';
 export {
   deduplicationId,
   HASHED_ID_PREFIX,
@@ -45,4 +45,4 @@ export {
   OutboxRelay,
   type OutboxRelayOptions,
   type RelayResult,
-} from './adapters/sqs/relay.js';
+} from './adapters/aws/sqs/relay.js';

@@ -3,17 +3,7 @@
  * events (defineEvent, EventTopics, Avro codec, sender), the broker and gateway logic and
  * the errors. Nothing here imports the AWS SDK.
  */
-export {
-  BROADCAST_TOPIC,
-  type Broadcast,
-  BroadcastEvent,
-  type BroadcastRequestItem,
-  COMMANDS_KEY,
-  hasBroadcastKey,
-  parseBroadcastRequest,
-  type RemoteCommand,
-  RemoteCommandEvent,
-} from './broadcasts.js';
+
 export { SubscriptionTracking } from './broker/base.js';
 export { historyFromRetained, type StoredMessage, type StreamMeta } from './broker/history.js';
 export { LegacyBroker } from './broker/legacy.js';
@@ -29,7 +19,6 @@ export {
   type SessionUpdate,
   type StreamMessage,
 } from './broker/types.js';
-export * from './errors.js';
 export { AvroCodec, frame, unframe } from './events/avro.js';
 export {
   defineEvent,
@@ -55,57 +44,8 @@ export {
   NoopEventSender,
   type SenderStats,
 } from './events/sender.js';
-export {
-  broadcastFrame,
-  type DeliveryReport,
-  decodeData,
-  disconnectConnection,
-  disconnectGone,
-  forEachConcurrently,
-  GatewayBroadcaster,
-  type GatewayBroadcasterOptions,
-  type GatewayLogger,
-  type GonePolicy,
-  noopLogger,
-  type SessionFinisher,
-} from './gateway/broadcaster.js';
-export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './gateway/config.js';
-export type { ConnectionApi } from './gateway/connection-api.js';
-export type {
-  ConnectionChange,
-  ConnectionRecord,
-  ConnectionStore,
-  Subscription,
-} from './gateway/connections.js';
-export {
-  type ConnectRequest,
-  type ConnectResult,
-  EXT_PROTOCOL,
-  Gateway,
-  type GatewayOptions,
-  PLAIN_PROTOCOL,
-  PUBSUB_CHANNEL,
-  Session,
-  type SessionState,
-  type SessionSubscription,
-} from './gateway/gateway.js';
-export {
-  MAX_PING_INTERVAL,
-  MIN_PING_INTERVAL,
-  Pinger,
-  type PingerOptions,
-  type PingReport,
-  parsePingInterval,
-  type Welcomer,
-} from './gateway/pinger.js';
-export {
-  type ConnectTokenClaims,
-  createConnectToken,
-  signStreamName,
-  verifyConnectToken,
-  verifySignedStreamName,
-} from './gateway/tokens.js';
-export * from './limits.js';
+export * from './kernel/errors.js';
+export * from './kernel/limits.js';
 export { AckManager, PartitionAckManager } from './messaging/ack-manager.js';
 export {
   type AckState,
@@ -131,3 +71,64 @@ export {
   systemClock,
 } from './messaging/types.js';
 export type { OutboxRecord, TxOutbox } from './outbox/types.js';
+export {
+  BROADCAST_TOPIC,
+  type Broadcast,
+  BroadcastEvent,
+  type BroadcastRequestItem,
+  COMMANDS_KEY,
+  hasBroadcastKey,
+  parseBroadcastRequest,
+  type RemoteCommand,
+  RemoteCommandEvent,
+} from './realtime/broadcasts.js';
+export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './realtime/config.js';
+export type { ConnectionApi } from './realtime/connection-api.js';
+export type {
+  ConnectionChange,
+  ConnectionRecord,
+  ConnectionStore,
+  Subscription,
+} from './realtime/connections.js';
+export {
+  broadcastFrame,
+  type DeliveryReport,
+  decodeData,
+  disconnectConnection,
+  disconnectGone,
+  forEachConcurrently,
+  GatewayBroadcaster,
+  type GatewayBroadcasterOptions,
+  type GatewayLogger,
+  type GonePolicy,
+  noopLogger,
+  type SessionFinisher,
+} from './realtime/fanout.js';
+export {
+  type ConnectRequest,
+  type ConnectResult,
+  EXT_PROTOCOL,
+  Gateway,
+  type GatewayOptions,
+  PLAIN_PROTOCOL,
+  PUBSUB_CHANNEL,
+  Session,
+  type SessionState,
+  type SessionSubscription,
+} from './realtime/gateway.js';
+export {
+  MAX_PING_INTERVAL,
+  MIN_PING_INTERVAL,
+  Pinger,
+  type PingerOptions,
+  type PingReport,
+  parsePingInterval,
+  type Welcomer,
+} from './realtime/pinger.js';
+export {
+  type ConnectTokenClaims,
+  createConnectToken,
+  signStreamName,
+  verifyConnectToken,
+  verifySignedStreamName,
+} from './realtime/tokens.js';

@@ -1,5 +1,5 @@
 import type { TestProject } from 'vitest/node';
-import { startDynamoDBLocal, startSqsLocal } from '../infra/local-services';
+import { startDynamoDBLocal, startSqsLocal } from '../infra/local/services';
 
 declare module 'vitest' {
   export interface ProvidedContext {

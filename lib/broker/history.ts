@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { HistoryError } from '../errors.js';
+import { HistoryError } from '../kernel/errors.js';
 import type { BrokerConfig, StreamMessage } from './types.js';
 
 /** A stream's epoch and the last offset handed out under it. */

@@ -1,4 +1,4 @@
-import { HistoryError } from '../errors.js';
+import { HistoryError } from '../kernel/errors.js';
 import { SubscriptionTracking } from './base.js';
 import type { Broadcaster, Broker, Cacheable, StreamMessage } from './types.js';
 

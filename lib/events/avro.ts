@@ -1,5 +1,5 @@
 import type avro from 'avsc';
-import { DecodeError, EncodeError } from '../errors.js';
+import { DecodeError, EncodeError } from '../kernel/errors.js';
 import { avroType } from './avro-types.js';
 import type { EventType } from './event.js';
 import type { SchemaRegistry } from './schema-registry.js';

@@ -1,5 +1,5 @@
 import type avro from 'avsc';
-import { UnknownEventTypeError } from '../errors.js';
+import { UnknownEventTypeError } from '../kernel/errors.js';
 import { avroType as toAvroType } from './avro-types.js';
 
 /** An Avro record schema; `name` defaults to the event name. */

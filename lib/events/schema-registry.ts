@@ -1,5 +1,5 @@
 import type avro from 'avsc';
-import { SchemaCompatibilityError } from '../errors.js';
+import { SchemaCompatibilityError } from '../kernel/errors.js';
 import { avroType } from './avro-types.js';
 
 /** A schema registry: subject → versions, global ids (Confluent semantics). */

@@ -1,5 +1,5 @@
 import { appendFile } from 'node:fs/promises';
-import { EventSenderError } from '../errors.js';
+import { EventSenderError } from '../kernel/errors.js';
 import { type Clock, type Producer, systemClock } from '../messaging/types.js';
 import type { OutboxRecord, TxOutbox } from '../outbox/types.js';
 import { AvroCodec } from './avro.js';

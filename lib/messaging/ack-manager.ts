@@ -1,4 +1,4 @@
-import { AckManagerError } from '../errors.js';
+import { AckManagerError } from '../kernel/errors.js';
 
 /**
  * Tracks read and acknowledged ids of one ordered sequence (Cadence `common/messaging`

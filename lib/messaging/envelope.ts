@@ -1,4 +1,4 @@
-import { MessageFormatError } from '../errors.js';
+import { MessageFormatError } from '../kernel/errors.js';
 import type { OutboxRecord } from '../outbox/types.js';
 
 /** What the relay puts in an SQS message body: the outbox record plus its offset. */

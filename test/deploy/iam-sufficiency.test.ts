@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RecordedCall } from '../../infra/aws-call-log';
-import { LOCAL_STAGE } from '../../infra/local-stack';
+import { LOCAL_STAGE } from '../../infra/local/stack';
+import type { RecordedCall } from '../../lib/adapters/aws/call-log';
 import {
   evaluateRoles,
   functionsOf,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consumerGroups, tableName, tables } from '../../infra/definitions';
-import { type ArtifactSize, artifactSizes, BUNDLE_BUDGET_BYTES } from '../../infra/package';
+import { consumerGroups, tableName, tables } from '../../infra/deploy/definitions';
+import { type ArtifactSize, artifactSizes, BUNDLE_BUDGET_BYTES } from '../../infra/deploy/package';
 import { type PackagedService, packageService } from '../helpers/package';
 
 // biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is untyped JSON.

@@ -1,7 +1,7 @@
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local/stack';
 import {
   MAX_BROADCAST_BODY_BYTES,
   MAX_BROADCAST_DATA_BYTES,

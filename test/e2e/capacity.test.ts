@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { type Cable, createCable } from '@anycable/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import type { RecordedCall } from '../../infra/aws-call-log';
-import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local/stack';
 import { createConnectToken, signStreamName } from '../../lib';
+import type { RecordedCall } from '../../lib/adapters/aws/call-log';
 
 const env = {
   LAMBDACABLE_JWT_SECRET: 'capacity-jwt-secret',

@@ -6,8 +6,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DynamoDBClient, GetItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../infra/local-services';
-import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local-stack';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../infra/local/services';
+import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local/stack';
 import {
   AvroCodec,
   BROADCAST_TOPIC,

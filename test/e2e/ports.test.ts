@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, LOCAL_HOST } from '../../infra/local-services';
-import { freeStackPorts, PortInUseError, startLocalStack } from '../../infra/local-stack';
+import { freePort, LOCAL_HOST } from '../../infra/local/services';
+import { freeStackPorts, PortInUseError, startLocalStack } from '../../infra/local/stack';
 
 /** A listener on a port of its own, as another program on the machine would hold it. */
 let other: Server;

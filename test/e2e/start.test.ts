@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { freePort, LOCAL_HOST } from '../../infra/local-services';
+import { freePort, LOCAL_HOST } from '../../infra/local/services';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** Its own esbuild folder, so other serverless processes building at the same time don't clash. */

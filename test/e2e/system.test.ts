@@ -6,16 +6,16 @@ import type { Cable } from '@anycable/core';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import type { RecordedCall } from '../../infra/aws-call-log';
-import { commitDemoBroadcast } from '../../infra/demo';
-import { freePort, LOCAL_CREDENTIALS, LOCAL_HOST, LOCAL_REGION } from '../../infra/local-services';
+import { commitDemoBroadcast } from '../../infra/local/demo';
+import { freePort, LOCAL_CREDENTIALS, LOCAL_HOST, LOCAL_REGION } from '../../infra/local/services';
 import {
   freeStackPorts,
   LOCAL_STAGE,
   type LocalStack,
   startLocalStack,
-} from '../../infra/local-stack';
+} from '../../infra/local/stack';
 import { createConnectToken, signStreamName } from '../../lib';
+import type { RecordedCall } from '../../lib/adapters/aws/call-log';
 import { anycableClients, collect, type Received, until } from '../helpers/cable';
 import {
   evaluateRoles,

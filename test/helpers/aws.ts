@@ -1,8 +1,8 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
-import type { ConsumerGroupDefinition } from '../../infra/definitions';
-import { createLocalResources, type LocalResources } from '../../infra/resources';
+import type { ConsumerGroupDefinition } from '../../infra/deploy/definitions';
+import { createLocalResources, type LocalResources } from '../../infra/local/resources';
 
 const credentials = { accessKeyId: 'local', secretAccessKey: 'local' };
 

@@ -4,7 +4,7 @@
  * against that function's role in the generated template with @cloud-copilot/iam-simulate.
  */
 import { runSimulation } from '@cloud-copilot/iam-simulate';
-import type { RecordedCall } from '../../infra/aws-call-log';
+import type { RecordedCall } from '../../lib/adapters/aws/call-log';
 import type { Template } from './package';
 
 /** The account, region and API id the template's intrinsics resolve to. */

@@ -7,7 +7,7 @@ import {
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse } from 'aws-lambda';
-import { sqsEventOf } from '../../infra/sqs-poller';
+import { sqsEventOf } from '../../infra/local/sqs-poller';
 import { type BatchConsumerOptions, type ConsumedMessage, consumeSqsBatch } from '../../lib';
 
 /**

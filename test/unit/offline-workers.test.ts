@@ -1,6 +1,6 @@
 import { threadId } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type WorkerPool, workerPool } from '../../infra/offline/workers.mjs';
+import { type WorkerPool, workerPool } from '../../infra/local/offline/workers.mjs';
 
 const FIXTURE = new URL('../helpers/fixtures/worker-handler.mjs', import.meta.url).href;
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { connectResponse } from '../../functions/ws-connect';
 import { Gateway, MemoryBroker, MemoryConnectionApi, MemoryConnectionStore } from '../../lib';
-import { defaultGatewayConfig } from '../../lib/gateway/config';
+import { defaultGatewayConfig } from '../../lib/realtime/config';
 import { RecordingBroadcaster } from '../helpers/broadcaster';
 
 const gateway = () =>

@@ -1,0 +1,147 @@
+/**
+ * The one definition of every table and queue, in CloudFormation's shape. The local
+ * bootstrap (`createLocalResources`) and `serverless.yml` both build from it, so local
+ * and AWS cannot drift.
+ */
+
+import {
+  BUCKET_INDEX,
+  IDENTITY_INDEX,
+  STREAM_INDEX,
+} from '../../lib/adapters/aws/dynamodb/connections';
+import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts';
+
+export { BUCKET_INDEX, IDENTITY_INDEX, STREAM_INDEX };
+
+/** A key attribute. */
+export interface AttributeDefinition {
+  readonly AttributeName: string;
+  readonly AttributeType: 'S' | 'N' | 'B';
+}
+
+/** A table definition (CloudFormation `AWS::DynamoDB::Table` properties, less the name). */
+export interface TableDefinition {
+  readonly AttributeDefinitions: readonly AttributeDefinition[];
+  readonly KeySchema: readonly { AttributeName: string; KeyType: 'HASH' | 'RANGE' }[];
+  readonly GlobalSecondaryIndexes?: readonly {
+    IndexName: string;
+    KeySchema: readonly { AttributeName: string; KeyType: 'HASH' | 'RANGE' }[];
+    Projection: { ProjectionType: 'ALL' | 'KEYS_ONLY' };
+  }[];
+  readonly StreamSpecification?: { StreamViewType: 'NEW_IMAGE' };
+  /** The TTL attribute (epoch seconds), if the table expires items. */
+  readonly ttlAttribute?: string;
+}
+
+/** The logical tables. */
+export type TableName = 'outbox' | 'history' | 'sessions' | 'connections' | 'acks' | 'schemas';
+
+const S = (name: string): AttributeDefinition => ({ AttributeName: name, AttributeType: 'S' });
+const N = (name: string): AttributeDefinition => ({ AttributeName: name, AttributeType: 'N' });
+const key = (hash: string, range?: string) =>
+  range
+    ? [
+        { AttributeName: hash, KeyType: 'HASH' as const },
+        { AttributeName: range, KeyType: 'RANGE' as const },
+      ]
+    : [{ AttributeName: hash, KeyType: 'HASH' as const }];
+
+/** Every table: keys, index, stream and TTL. */
+export const tables: Readonly<Record<TableName, TableDefinition>> = {
+  outbox: {
+    AttributeDefinitions: [S('pk'), S('sk')],
+    KeySchema: key('pk', 'sk'),
+    StreamSpecification: { StreamViewType: 'NEW_IMAGE' },
+    ttlAttribute: 'expiresAt',
+  },
+  history: {
+    AttributeDefinitions: [S('pk'), N('sk')],
+    KeySchema: key('pk', 'sk'),
+    ttlAttribute: 'expiresAt',
+  },
+  sessions: {
+    AttributeDefinitions: [S('pk')],
+    KeySchema: key('pk'),
+    ttlAttribute: 'expiresAt',
+  },
+  connections: {
+    AttributeDefinitions: [
+      S('pk'),
+      S('sk'),
+      S('stream'),
+      S('identity'),
+      S('bucket'),
+      N('since'),
+      S('connectionId'),
+    ],
+    KeySchema: key('pk', 'sk'),
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: STREAM_INDEX,
+        KeySchema: key('stream', 'connectionId'),
+        Projection: { ProjectionType: 'ALL' },
+      },
+      {
+        IndexName: IDENTITY_INDEX,
+        KeySchema: key('identity', 'connectionId'),
+        Projection: { ProjectionType: 'ALL' },
+      },
+      // Connections and subscriptions by when they were stored or changed (`since`, ms):
+      // the pinger's reads. ALL: it needs every attribute but `expiresAt`.
+      {
+        IndexName: BUCKET_INDEX,
+        KeySchema: key('bucket', 'since'),
+        Projection: { ProjectionType: 'ALL' },
+      },
+    ],
+    ttlAttribute: 'expiresAt',
+  },
+  acks: {
+    AttributeDefinitions: [S('pk')],
+    KeySchema: key('pk'),
+  },
+  schemas: {
+    AttributeDefinitions: [S('pk'), S('sk')],
+    KeySchema: key('pk', 'sk'),
+  },
+};
+
+/** A consumer group: one SQS FIFO queue (and its DLQ) subscribed to topics. */
+export interface ConsumerGroupDefinition {
+  /** The group name; the queue is `<prefix>-<name>.fifo`. */
+  readonly name: string;
+  /** Topics whose events the relay sends to this group's queue. */
+  readonly topics: readonly string[];
+  /**
+   * Seconds a received message stays invisible; keep above the consumer's timeout.
+   * @default 60
+   */
+  readonly visibilityTimeout?: number;
+  /**
+   * Deliveries before a message moves to the DLQ.
+   * @default 5
+   */
+  readonly maxReceiveCount?: number;
+}
+
+export { BROADCAST_TOPIC };
+
+/** The built-in consumer groups. */
+export const consumerGroups: readonly ConsumerGroupDefinition[] = [
+  // Visibility: 6 × the broadcast function's 60 s timeout, as AWS advises for SQS triggers
+  // (a nack still comes back sooner: the consumer sets its own back-off).
+  { name: 'broadcast', topics: [BROADCAST_TOPIC], visibilityTimeout: 360, maxReceiveCount: 5 },
+];
+
+/** Physical table name. */
+export function tableName(prefix: string, table: TableName): string {
+  return `${prefix}-${table}`;
+}
+
+/** Physical queue names of a group. */
+export function queueNames(prefix: string, group: string): { queue: string; dlq: string } {
+  return { queue: `${prefix}-${group}.fifo`, dlq: `${prefix}-${group}-dlq.fifo` };
+}
+
+/** DLQ retention: the SQS maximum, 14 days, so a failure can be inspected. */
+export const DLQ_RETENTION_SECONDS = 1_209_600;

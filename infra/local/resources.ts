@@ -1,0 +1,140 @@
+import {
+  CreateTableCommand,
+  type CreateTableCommandInput,
+  DescribeTableCommand,
+  type DynamoDBClient,
+  ResourceInUseException,
+  UpdateTimeToLiveCommand,
+} from '@aws-sdk/client-dynamodb';
+import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import {
+  type ConsumerGroupDefinition,
+  DLQ_RETENTION_SECONDS,
+  consumerGroups as defaultGroups,
+  queueNames,
+  type TableName,
+  tableName,
+  tables,
+} from '../deploy/definitions';
+
+/** A created consumer group queue. */
+export interface LocalQueue {
+  readonly url: string;
+  readonly arn: string;
+  readonly dlqUrl: string;
+  readonly dlqArn: string;
+  readonly topics: readonly string[];
+  readonly maxReceiveCount: number;
+}
+
+/** What {@link createLocalResources} made. */
+export interface LocalResources {
+  readonly tables: Readonly<Record<TableName, string>>;
+  readonly queues: Readonly<Record<string, LocalQueue>>;
+  /** The outbox table's stream ARN. */
+  readonly outboxStreamArn: string | undefined;
+}
+
+/**
+ * Creates every table of `infra/` and, when an SQS client is given, every consumer group
+ * queue with its DLQ, on the given clients. Idempotent: existing resources are kept.
+ */
+export async function createLocalResources(options: {
+  dynamodb: DynamoDBClient;
+  sqs?: SQSClient;
+  prefix?: string;
+  consumerGroups?: readonly ConsumerGroupDefinition[];
+}): Promise<LocalResources> {
+  const prefix = options.prefix ?? 'lambdacable';
+  const names = {} as Record<TableName, string>;
+  let outboxStreamArn: string | undefined;
+  for (const table of Object.keys(tables) as TableName[]) {
+    names[table] = tableName(prefix, table);
+    const arn = await createTable(options.dynamodb, names[table], table);
+    if (table === 'outbox') outboxStreamArn = arn;
+  }
+  const queues: Record<string, LocalQueue> = {};
+  if (options.sqs) {
+    for (const group of options.consumerGroups ?? defaultGroups) {
+      queues[group.name] = await createGroupQueue(options.sqs, prefix, group);
+    }
+  }
+  return { tables: names, queues, outboxStreamArn };
+}
+
+async function createTable(
+  client: DynamoDBClient,
+  name: string,
+  table: TableName,
+): Promise<string | undefined> {
+  const { ttlAttribute, ...definition } = tables[table];
+  const input = {
+    TableName: name,
+    BillingMode: 'PAY_PER_REQUEST',
+    ...structuredClone(definition),
+    ...(definition.StreamSpecification
+      ? { StreamSpecification: { StreamEnabled: true, ...definition.StreamSpecification } }
+      : {}),
+  } as CreateTableCommandInput;
+  try {
+    await client.send(new CreateTableCommand(input));
+    if (ttlAttribute) {
+      await client.send(
+        new UpdateTimeToLiveCommand({
+          TableName: name,
+          TimeToLiveSpecification: { AttributeName: ttlAttribute, Enabled: true },
+        }),
+      );
+    }
+  } catch (error) {
+    if (!(error instanceof ResourceInUseException)) throw error;
+  }
+  const described = await client.send(new DescribeTableCommand({ TableName: name }));
+  return described.Table?.LatestStreamArn;
+}
+
+async function createGroupQueue(
+  sqs: SQSClient,
+  prefix: string,
+  group: ConsumerGroupDefinition,
+): Promise<LocalQueue> {
+  const { queue, dlq } = queueNames(prefix, group.name);
+  const maxReceiveCount = group.maxReceiveCount ?? 5;
+  const dlqUrl = await createQueue(sqs, dlq, {
+    FifoQueue: 'true',
+    MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),
+  });
+  const dlqArn = await queueArn(sqs, dlqUrl);
+  const url = await createQueue(sqs, queue, {
+    FifoQueue: 'true',
+    VisibilityTimeout: String(group.visibilityTimeout ?? 60),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount }),
+  });
+  return {
+    url,
+    arn: await queueArn(sqs, url),
+    dlqUrl,
+    dlqArn,
+    topics: group.topics,
+    maxReceiveCount,
+  };
+}
+
+async function createQueue(
+  sqs: SQSClient,
+  name: string,
+  attributes: Record<string, string>,
+): Promise<string> {
+  const out = await sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: attributes }));
+  if (!out.QueueUrl) throw new Error(`CreateQueue ${name} returned no QueueUrl`);
+  return out.QueueUrl;
+}
+
+async function queueArn(sqs: SQSClient, url: string): Promise<string> {
+  const out = await sqs.send(
+    new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }),
+  );
+  const arn = out.Attributes?.QueueArn;
+  if (!arn) throw new Error(`queue ${url} has no QueueArn`);
+  return arn;
+}

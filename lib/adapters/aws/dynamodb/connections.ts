@@ -1,0 +1,355 @@
+import {
+  BatchWriteItemCommand,
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  paginateQuery,
+  type QueryCommandInput,
+  UpdateItemCommand,
+  type WriteRequest,
+} from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { AwsResourceError } from '../../../kernel/errors.js';
+import {
+  checkKeyBytes,
+  MAX_CONNECTION_ID_BYTES,
+  MAX_IDENTIFIER_BYTES,
+  MAX_IDENTITY_BYTES,
+  MAX_STREAM_BYTES,
+  utf8Bytes,
+} from '../../../kernel/limits.js';
+import type {
+  ConnectionChange,
+  ConnectionRecord,
+  ConnectionStore,
+  Subscription,
+} from '../../../realtime/connections.js';
+import { awsCall } from '../call.js';
+
+/** The GSI from stream to subscribed connections. */
+export const STREAM_INDEX = 'byStream';
+/** The GSI from identity to connections. */
+export const IDENTITY_INDEX = 'byIdentity';
+/**
+ * The GSI over connection and subscription items by when they were stored or changed:
+ * key (`bucket`, `since` ms), sharded into buckets, so that the pinger reads what changed
+ * since its last read with a Query per bucket.
+ */
+export const BUCKET_INDEX = 'byBucket';
+/** Buckets of {@link BUCKET_INDEX}: spreads connection writes over index partitions. */
+export const CONNECTION_BUCKETS = 8;
+
+/** The bucket of a connection and of its subscriptions: a stable hash of its id. */
+export function connectionBucket(connectionId: string): string {
+  let h = 0;
+  for (let i = 0; i < connectionId.length; i++) h = (h * 31 + connectionId.charCodeAt(i)) | 0;
+  return `b${Math.abs(h) % CONNECTION_BUCKETS}`;
+}
+
+/** API Gateway closes every connection after 2 h; items outlive that by a margin, then expire. */
+const ITEM_TTL_SECONDS = 3 * 3600;
+
+/**
+ * Connections in the `connections` table: `pk` = `c#<id>`, `sk` = `c` for the
+ * connection, `s#<stream>#<identifier>` for each subscription; the `byStream` index lists
+ * a stream's subscribers (a paginated Query), `byIdentity` an identity's connections and
+ * `byBucket` both kinds of item by their `since` (ms stored or changed).
+ */
+export class DynamoConnectionStore implements ConnectionStore {
+  constructor(private readonly options: { client: DynamoDBClient; tableName: string }) {}
+
+  /** Throws {@link LimitExceededError} for a connection id or identity over its limit. */
+  async putConnection(c: ConnectionRecord): Promise<void> {
+    checkKeyBytes('connection id', c.connectionId, MAX_CONNECTION_ID_BYTES);
+    checkKeyBytes('identity', c.identity, MAX_IDENTITY_BYTES);
+    const item = marshall(
+      {
+        pk: `c#${c.connectionId}`,
+        sk: 'c',
+        connectionId: c.connectionId,
+        bucket: connectionBucket(c.connectionId),
+        // Empty strings cannot be index keys: anonymous connections stay out of byIdentity.
+        identity: c.identity || undefined,
+        sid: c.sid,
+        protocol: c.protocol,
+        connectedAt: c.connectedAt,
+        endpoint: c.endpoint,
+        refusal: c.refusal,
+        pingInterval: c.pingInterval,
+        since: Date.now(),
+        expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
+      },
+      { removeUndefinedValues: true },
+    );
+    await this.call('PutItem', c.connectionId, () =>
+      this.options.client.send(
+        new PutItemCommand({ TableName: this.options.tableName, Item: item }),
+      ),
+    );
+  }
+
+  async getConnection(connectionId: string): Promise<ConnectionRecord | undefined> {
+    // A key DynamoDB would refuse was never stored.
+    if (utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES) return undefined;
+    const out = await this.call('GetItem', connectionId, () =>
+      this.options.client.send(
+        new GetItemCommand({
+          TableName: this.options.tableName,
+          Key: { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    return out.Item ? toConnection(unmarshall(out.Item)) : undefined;
+  }
+
+  async connectionsOf(identity: string): Promise<ConnectionRecord[]> {
+    const out: ConnectionRecord[] = [];
+    if (utf8Bytes(identity) > MAX_IDENTITY_BYTES) return out;
+    for await (const items of this.query(identity, {
+      IndexName: IDENTITY_INDEX,
+      KeyConditionExpression: '#identity = :v',
+      ExpressionAttributeNames: { '#identity': 'identity' },
+      ExpressionAttributeValues: { ':v': { S: identity } },
+    })) {
+      out.push(...items.map(toConnection));
+    }
+    return out;
+  }
+
+  /**
+   * Stores the subscription unless it is stored already (a conditional put): returns whether
+   * this call stored it. Throws {@link LimitExceededError} for a key part over its limit.
+   */
+  async addSubscription(s: Subscription): Promise<boolean> {
+    checkKeyBytes('connection id', s.connectionId, MAX_CONNECTION_ID_BYTES);
+    checkKeyBytes('stream name', s.stream, MAX_STREAM_BYTES);
+    checkKeyBytes('identifier', s.identifier, MAX_IDENTIFIER_BYTES);
+    const item = marshall(
+      {
+        pk: `c#${s.connectionId}`,
+        sk: subscriptionKey(s.stream, s.identifier),
+        connectionId: s.connectionId,
+        stream: s.stream,
+        identifier: s.identifier,
+        whisper: s.whisper ?? false,
+        // Fan-out posts with it, without reading the connection item.
+        endpoint: s.endpoint,
+        bucket: connectionBucket(s.connectionId),
+        since: Date.now(),
+        expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
+      },
+      { removeUndefinedValues: true },
+    );
+    try {
+      await this.call('PutItem', s.connectionId, () =>
+        this.options.client.send(
+          new PutItemCommand({
+            TableName: this.options.tableName,
+            Item: item,
+            ConditionExpression: 'attribute_not_exists(pk)',
+          }),
+        ),
+      );
+      return true;
+    } catch (error) {
+      if ((error as AwsResourceError).cause instanceof ConditionalCheckFailedException)
+        return false;
+      throw error;
+    }
+  }
+
+  async removeSubscription(
+    connectionId: string,
+    stream: string,
+    identifier: string,
+  ): Promise<void> {
+    if (
+      utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES ||
+      utf8Bytes(stream) > MAX_STREAM_BYTES ||
+      utf8Bytes(identifier) > MAX_IDENTIFIER_BYTES
+    ) {
+      return; // never stored
+    }
+    const out = await this.call('DeleteItem', connectionId, () =>
+      this.options.client.send(
+        new DeleteItemCommand({
+          TableName: this.options.tableName,
+          Key: { pk: { S: `c#${connectionId}` }, sk: { S: subscriptionKey(stream, identifier) } },
+          ReturnValues: 'ALL_OLD',
+        }),
+      ),
+    );
+    if (out.Attributes) await this.touchConnection(connectionId);
+  }
+
+  /**
+   * Marks a connection changed (its `since` now), so that {@link changesSince} reports it;
+   * a connection that is gone stays gone (the update never creates an item).
+   */
+  private async touchConnection(connectionId: string): Promise<void> {
+    try {
+      await this.call('UpdateItem', connectionId, () =>
+        this.options.client.send(
+          new UpdateItemCommand({
+            TableName: this.options.tableName,
+            Key: { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
+            UpdateExpression: 'SET #since = :now',
+            ConditionExpression: 'attribute_exists(pk)',
+            ExpressionAttributeNames: { '#since': 'since' },
+            ExpressionAttributeValues: { ':now': { N: String(Date.now()) } },
+          }),
+        ),
+      );
+    } catch (error) {
+      if ((error as AwsResourceError).cause instanceof ConditionalCheckFailedException) return;
+      throw error;
+    }
+  }
+
+  async subscriptionsOf(connectionId: string): Promise<Subscription[]> {
+    const out: Subscription[] = [];
+    if (utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES) return out;
+    for await (const items of this.query(connectionId, {
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :s)',
+      ExpressionAttributeValues: { ':pk': { S: `c#${connectionId}` }, ':s': { S: 's#' } },
+      ConsistentRead: true,
+    })) {
+      out.push(...items.map(toSubscription));
+    }
+    return out;
+  }
+
+  async *subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
+    if (utf8Bytes(stream) > MAX_STREAM_BYTES) return;
+    for await (const items of this.query(stream, {
+      IndexName: STREAM_INDEX,
+      KeyConditionExpression: '#stream = :s',
+      ExpressionAttributeNames: { '#stream': 'stream' },
+      ExpressionAttributeValues: { ':s': { S: stream } },
+      Limit: pageSize,
+    })) {
+      if (items.length > 0) yield items.map(toSubscription);
+    }
+  }
+
+  async removeConnection(connectionId: string): Promise<Subscription[]> {
+    const subs = await this.subscriptionsOf(connectionId);
+    const keys = [
+      { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
+      ...subs.map((s) => ({
+        pk: { S: `c#${connectionId}` },
+        sk: { S: subscriptionKey(s.stream, s.identifier) },
+      })),
+    ];
+    for (let i = 0; i < keys.length; i += 25) {
+      let requests: WriteRequest[] = keys
+        .slice(i, i + 25)
+        .map((Key) => ({ DeleteRequest: { Key } }));
+      for (let attempt = 0; requests.length > 0 && attempt < 8; attempt++) {
+        const out = await this.call('BatchWriteItem', connectionId, () =>
+          this.options.client.send(
+            new BatchWriteItemCommand({ RequestItems: { [this.options.tableName]: requests } }),
+          ),
+        );
+        requests = (out.UnprocessedItems?.[this.options.tableName] ?? []).flatMap((r) =>
+          r.DeleteRequest?.Key ? [{ DeleteRequest: { Key: r.DeleteRequest.Key } }] : [],
+        );
+        if (requests.length > 0) await new Promise((r) => setTimeout(r, 25 * 2 ** attempt));
+      }
+    }
+    return subs;
+  }
+
+  /**
+   * A Query per bucket of {@link BUCKET_INDEX} for `since >= sinceMs`, never a Scan. The
+   * index is eventually consistent: a write may show up a moment after it returned.
+   */
+  async *changesSince(sinceMs: number, pageSize = 100): AsyncIterable<ConnectionChange[]> {
+    // The buckets are read at once, pages yielded as they arrive: the pinger's first read
+    // of every item takes one bucket's time, not eight.
+    const buckets = Array.from({ length: CONNECTION_BUCKETS }, (_, b) =>
+      this.query(`b${b}`, {
+        IndexName: BUCKET_INDEX,
+        KeyConditionExpression: '#bucket = :b AND #since >= :t',
+        ExpressionAttributeNames: { '#bucket': 'bucket', '#since': 'since' },
+        ExpressionAttributeValues: { ':b': { S: `b${b}` }, ':t': { N: String(sinceMs) } },
+        Limit: pageSize,
+      })[Symbol.asyncIterator](),
+    );
+    const next = (b: number) => {
+      const step = buckets[b]!.next().then((result) => ({ b, result }));
+      step.catch(() => undefined); // raced below; a later rejection is not unhandled
+      return step;
+    };
+    const pending = new Map(buckets.map((_, b) => [b, next(b)]));
+    while (pending.size > 0) {
+      const { b, result } = await Promise.race(pending.values());
+      if (result.done) {
+        pending.delete(b);
+        continue;
+      }
+      pending.set(b, next(b));
+      if (result.value.length > 0) yield result.value.map(toChange);
+    }
+  }
+
+  private async *query(
+    id: string,
+    input: Omit<QueryCommandInput, 'TableName'>,
+  ): AsyncIterable<Record<string, unknown>[]> {
+    const pages = paginateQuery(
+      { client: this.options.client },
+      { TableName: this.options.tableName, ...input },
+    );
+    const iterator = pages[Symbol.asyncIterator]();
+    while (true) {
+      const page = await this.call('Query', id, () => iterator.next());
+      if (page.done) return;
+      yield (page.value.Items ?? []).map((item) => unmarshall(item));
+    }
+  }
+
+  private call<T>(operation: string, id: string, fn: () => Promise<T>): Promise<T> {
+    return awsCall(operation, this.options.tableName, [id], fn);
+  }
+}
+
+function subscriptionKey(stream: string, identifier: string): string {
+  return `s#${stream}#${identifier}`;
+}
+
+function toConnection(row: Record<string, unknown>): ConnectionRecord {
+  return {
+    connectionId: String(row.connectionId),
+    identity: typeof row.identity === 'string' ? row.identity : '',
+    sid: String(row.sid ?? ''),
+    protocol: String(row.protocol ?? ''),
+    connectedAt: Number(row.connectedAt ?? 0),
+    ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
+    ...(row.refusal === 'token_expired' || row.refusal === 'unauthorized'
+      ? { refusal: row.refusal }
+      : {}),
+    ...(typeof row.pingInterval === 'number' ? { pingInterval: row.pingInterval } : {}),
+  };
+}
+
+function toSubscription(row: Record<string, unknown>): Subscription {
+  return {
+    connectionId: String(row.connectionId),
+    stream: String(row.stream),
+    identifier: String(row.identifier),
+    whisper: row.whisper === true,
+    ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
+  };
+}
+
+/** An item of {@link BUCKET_INDEX}: the connection item (`sk` `c`) or a subscription. */
+function toChange(row: Record<string, unknown>): ConnectionChange {
+  const changedAt = Number(row.since ?? 0);
+  return row.sk === 'c'
+    ? { kind: 'connection', connection: toConnection(row), changedAt }
+    : { kind: 'subscription', subscription: toSubscription(row), changedAt };
+}

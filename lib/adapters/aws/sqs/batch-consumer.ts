@@ -1,0 +1,317 @@
+import { processPartialResponse, SqsFifoPartialProcessorAsync } from '@aws-lambda-powertools/batch';
+import { ChangeMessageVisibilityBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { LambdacableError } from '../../../kernel/errors.js';
+import { PartitionAckManager } from '../../../messaging/ack-manager.js';
+import {
+  type AckState,
+  type AckStore,
+  type AckUpdate,
+  isAcked,
+} from '../../../messaging/ack-store.js';
+import { decodeEnvelope, type Envelope } from '../../../messaging/envelope.js';
+import type { Message } from '../../../messaging/types.js';
+import { messageGroupId } from './relay.js';
+
+/** A consumed message with everything the envelope carries. */
+export interface ConsumedMessage extends Message {
+  /** The event id (the SQS deduplication id). */
+  readonly id: string;
+  readonly topic: string;
+  /** The event type name; empty for raw messages. */
+  readonly type: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** When the event was written, in ms. */
+  readonly timestamp: number;
+  /** How often SQS has delivered this message, this time included. */
+  readonly receiveCount: number;
+}
+
+/** Options of {@link consumeSqsBatch}. */
+export interface BatchConsumerOptions {
+  /** The consumer group: ack state is kept per group and partition. */
+  readonly group: string;
+  /**
+   * Persists ack state (level and open holes); a redelivered message that is done under
+   * it is acked unhandled, a redriven message of an open hole is handled.
+   */
+  readonly ackStore?: AckStore;
+  /**
+   * Delays a nacked message's redelivery (`ChangeMessageVisibility`) by
+   * `backoffSeconds(receiveCount)`; without it the queue's visibility timeout applies.
+   */
+  readonly visibility?: {
+    readonly sqs: SQSClient;
+    /** The queue URL of a record's `eventSourceARN`. */
+    readonly queueUrl: (eventSourceArn: string) => string;
+    /** @default 2^receiveCount seconds, at most 900 */
+    readonly backoffSeconds?: (receiveCount: number) => number;
+  };
+  /**
+   * Open holes older than this are forgotten (their message left every queue).
+   * @default 14 days, the longest SQS retention
+   */
+  readonly holeRetentionMs?: number;
+  /** @default Date.now */
+  readonly now?: () => number;
+  /** Logs failures. @default console */
+  readonly logger?: Pick<Console, 'error' | 'warn'>;
+}
+
+/** What a handler throws or passes to `nack` becomes the failure. */
+export class NackError extends LambdacableError {
+  readonly messageId: string;
+  constructor(messageId: string, reason: unknown) {
+    super(
+      `message ${messageId} was nacked: ${reason instanceof Error ? reason.message : String(reason)}`,
+      {
+        cause: reason,
+      },
+    );
+    this.name = 'NackError';
+    this.messageId = messageId;
+  }
+}
+
+interface PartitionBatch {
+  /** The stored state when the batch started (after the pre-write, if any). */
+  state: AckState | undefined;
+  /** Records of the partition in batch order with their decoded offsets. */
+  readonly records: { record: SQSRecord; offset: bigint }[];
+  /** Offsets completed in this batch. */
+  readonly completed: Set<bigint>;
+  /** Holes completed in this batch. */
+  readonly closed: bigint[];
+}
+
+/**
+ * Consumes one Lambda SQS FIFO batch: each record becomes a {@link Message} for
+ * `handler`; a failure (throw or `nack`) fails only its own message group (Powertools
+ * `SqsFifoPartialProcessorAsync` with `skipGroupOnError`).
+ *
+ * With an `ackStore`, per partition: one read of the {@link AckState} before the batch
+ * and one merged write after it. Offsets above the stored level are read into an
+ * `AckManager` in batch order; after the batch the level rises to the highest of
+ * them and those not completed (failed, or skipped behind a failure) are stored as open
+ * holes, so a message that then goes to the DLQ stays a hole while later offsets of its
+ * partition complete. A message that is done (at or below the level, not a hole) is acked
+ * without calling the handler; a hole's message (a retry or a DLQ redrive) is handled,
+ * and its success closes the hole. A record delivered again (`ApproximateReceiveCount`
+ * > 1) that the state does not know yet means an earlier invocation ended without
+ * writing (a crash, a timeout, a failed ack write): its partition's new offsets are then
+ * stored as holes before the handler runs, so they stay holes even if they end up in the
+ * DLQ without this function ever finishing.
+ */
+export async function consumeSqsBatch(
+  event: SQSEvent,
+  handler: (message: ConsumedMessage) => Promise<void>,
+  options: BatchConsumerOptions,
+): Promise<SQSBatchResponse> {
+  const logger = options.logger ?? console;
+  const now = options.now ?? Date.now;
+  const store = options.ackStore;
+  const envelopes = new Map<string, Envelope | Error>();
+  const batches = new Map<string, PartitionBatch>();
+  for (const r of event.Records) {
+    try {
+      const envelope = decodeEnvelope(r.body, r.messageId);
+      envelopes.set(r.messageId, envelope);
+      let batch = batches.get(messageGroupId(envelope.key));
+      if (!batch) {
+        batch = { state: undefined, records: [], completed: new Set(), closed: [] };
+        batches.set(messageGroupId(envelope.key), batch);
+      }
+      batch.records.push({ record: r, offset: envelope.offset });
+    } catch (error) {
+      envelopes.set(r.messageId, error as Error);
+    }
+  }
+  const acks = new PartitionAckManager();
+  const storeFailed = new Set<string>();
+  await Promise.all(
+    [...batches].map(async ([partition, batch]) => {
+      try {
+        if (store) batch.state = await store.loadState(options.group, partition);
+        const fresh = batch.records.filter((r) => isNew(batch.state, r.offset));
+        const redelivered = fresh.some(
+          (r) => Number(r.record.attributes.ApproximateReceiveCount ?? '1') > 1,
+        );
+        if (store && redelivered) {
+          batch.state = await store.commit(
+            options.group,
+            partition,
+            {
+              level: maxOf(fresh.map((r) => r.offset)),
+              open: fresh.map((r) => r.offset),
+              now: now(),
+              ...retention(options),
+            },
+            { state: batch.state },
+          );
+        }
+        for (const r of batch.records) {
+          if (!isNew(batch.state, r.offset)) continue;
+          const read = acks.get(partition)?.getReadLevel();
+          // A second copy of an offset (a relay resend after the dedup window) is not re-read.
+          if (read === undefined || r.offset > read) acks.readItem(partition, r.offset);
+        }
+      } catch (error) {
+        logger.error(
+          `ack state of ${options.group}#${partition} unavailable, its records are retried: ${(error as Error).message}`,
+        );
+        storeFailed.add(partition);
+      }
+    }),
+  );
+
+  const recordHandler = async (record: SQSRecord): Promise<void> => {
+    const envelope = envelopes.get(record.messageId);
+    if (envelope instanceof Error || envelope === undefined) {
+      logger.error(`nack ${record.messageId}: ${envelope?.message ?? 'no envelope'}`);
+      throw envelope ?? new LambdacableError(`no envelope for ${record.messageId}`);
+    }
+    // The SQS group id: the key itself unless SQS could not take it (then its hash).
+    const partition = messageGroupId(envelope.key);
+    if (storeFailed.has(partition)) {
+      throw new LambdacableError(`ack state of ${options.group}#${partition} unavailable`);
+    }
+    const batch = batches.get(partition)!;
+    const offset = envelope.offset;
+    if (batch.completed.has(offset)) return; // a second copy in this batch
+    const hole = batch.state?.holes.has(offset) ?? false;
+    if (!hole && isAcked(batch.state, offset)) return; // already handled: ack unhandled
+    let nacked: unknown;
+    let wasNacked = false;
+    const message: ConsumedMessage = {
+      value: envelope.payload,
+      partition,
+      offset,
+      id: envelope.id,
+      topic: envelope.topic,
+      type: envelope.type,
+      headers: envelope.headers,
+      timestamp: envelope.timestamp,
+      receiveCount: Number(record.attributes.ApproximateReceiveCount ?? '1'),
+      ack: async () => {},
+      nack: async (reason?: unknown) => {
+        wasNacked = true;
+        nacked = reason;
+      },
+    };
+    try {
+      await handler(message);
+    } catch (error) {
+      wasNacked = true;
+      nacked = error;
+    }
+    if (wasNacked) {
+      const error = new NackError(record.messageId, nacked ?? 'nack');
+      logger.error(error.message);
+      throw error;
+    }
+    batch.completed.add(offset);
+    if (hole) batch.closed.push(offset);
+    else acks.complete(partition, offset);
+  };
+
+  const processor = new SqsFifoPartialProcessorAsync();
+  const processed = await processPartialResponse(event, recordHandler, processor, {
+    skipGroupOnError: true,
+    throwOnFullBatchFailure: false,
+  });
+  // A copy: Powertools returns one shared empty response object when nothing failed.
+  const response: SQSBatchResponse = { batchItemFailures: [...processed.batchItemFailures] };
+
+  if (store) {
+    await Promise.all(
+      [...batches].map(async ([partition, batch]) => {
+        if (storeFailed.has(partition)) return;
+        const manager = acks.get(partition);
+        const update: AckUpdate = {
+          ...(manager ? { level: manager.getReadLevel() } : {}),
+          open: manager?.getOutstandingIds() ?? [],
+          close: batch.closed,
+          now: now(),
+          ...retention(options),
+        };
+        if (!manager && batch.closed.length === 0) return; // nothing new: no write
+        try {
+          await store.commit(options.group, partition, update, { state: batch.state });
+        } catch (error) {
+          // Unrecorded progress must not be deleted: the partition's records come again
+          // (handled again: at least once) and the redelivery stores them as holes first.
+          logger.error(
+            `ack write of ${options.group}#${partition} failed, its records are retried: ${(error as Error).message}`,
+          );
+          storeFailed.add(partition);
+        }
+      }),
+    );
+  }
+  if (storeFailed.size > 0) {
+    const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+    for (const partition of storeFailed) {
+      for (const { record } of batches.get(partition)?.records ?? []) {
+        if (!failed.has(record.messageId)) {
+          response.batchItemFailures.push({ itemIdentifier: record.messageId });
+          failed.add(record.messageId);
+        }
+      }
+    }
+  }
+  if (options.visibility && response.batchItemFailures.length > 0) {
+    await delayRedelivery(event, response, options.visibility, logger);
+  }
+  return response;
+}
+
+/** Above the stored level and not a hole: never seen by a finished batch. */
+function isNew(state: AckState | undefined, offset: bigint): boolean {
+  return state === undefined || (offset > state.ackLevel && !state.holes.has(offset));
+}
+
+function maxOf(offsets: readonly bigint[]): bigint | undefined {
+  let max: bigint | undefined;
+  for (const o of offsets) if (max === undefined || o > max) max = o;
+  return max;
+}
+
+function retention(options: BatchConsumerOptions): { holeRetentionMs?: number } {
+  return options.holeRetentionMs === undefined ? {} : { holeRetentionMs: options.holeRetentionMs };
+}
+
+async function delayRedelivery(
+  event: SQSEvent,
+  response: SQSBatchResponse,
+  visibility: NonNullable<BatchConsumerOptions['visibility']>,
+  logger: Pick<Console, 'error' | 'warn'>,
+): Promise<void> {
+  const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+  const backoff = visibility.backoffSeconds ?? ((n: number) => Math.min(900, 2 ** n));
+  const byQueue = new Map<string, SQSRecord[]>();
+  for (const r of event.Records) {
+    if (!failed.has(r.messageId)) continue;
+    const url = visibility.queueUrl(r.eventSourceARN);
+    byQueue.set(url, [...(byQueue.get(url) ?? []), r]);
+  }
+  for (const [url, records] of byQueue) {
+    for (let i = 0; i < records.length; i += 10) {
+      const chunk = records.slice(i, i + 10);
+      try {
+        await visibility.sqs.send(
+          new ChangeMessageVisibilityBatchCommand({
+            QueueUrl: url,
+            Entries: chunk.map((r, j) => ({
+              Id: `m${i + j}`,
+              ReceiptHandle: r.receiptHandle,
+              VisibilityTimeout: backoff(Number(r.attributes.ApproximateReceiveCount ?? '1')),
+            })),
+          }),
+        );
+      } catch (error) {
+        // The queue's visibility timeout still brings the message back.
+        logger.warn(`could not delay redelivery on ${url}`, error);
+      }
+    }
+  }
+}

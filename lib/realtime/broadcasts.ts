@@ -1,0 +1,143 @@
+import { timingSafeEqual } from 'node:crypto';
+import { defineEvent, type EventType } from '../events/event.js';
+import { LimitExceededError, MessageFormatError } from '../kernel/errors.js';
+import {
+  checkKeyBytes,
+  MAX_BROADCAST_BODY_BYTES,
+  MAX_BROADCAST_DATA_BYTES,
+  MAX_STREAM_BYTES,
+  utf8Bytes,
+} from '../kernel/limits.js';
+
+/** The topic services write broadcasts and remote commands to; the broadcast consumer reads it. */
+export const BROADCAST_TOPIC = 'lambdacable.broadcasts';
+
+/** Key of remote commands: one partition, so commands keep their order. */
+export const COMMANDS_KEY = '$commands';
+
+/** A message for a stream's subscribers (AnyCable's broadcast: `{ stream, data }`). */
+export interface Broadcast {
+  readonly stream: string;
+  /** The payload, usually a JSON string; subscribers get it JSON-decoded. */
+  readonly data: string;
+}
+
+/** A remote command (AnyCable's `{ command, payload }`); `payload` is JSON. */
+export interface RemoteCommand {
+  readonly command: string;
+  readonly payload: string;
+}
+
+/** The built-in broadcast event; its key is the stream, so one stream's messages keep their order. */
+// Pure: a bundle that uses only the topic names drops the Avro types (and avsc).
+export const BroadcastEvent: EventType<Broadcast> = /* @__PURE__ */ defineEvent<Broadcast>({
+  name: 'lambdacable.Broadcast',
+  topic: BROADCAST_TOPIC,
+  schema: {
+    type: 'record',
+    fields: [
+      { name: 'stream', type: 'string' },
+      { name: 'data', type: 'string' },
+    ],
+  },
+  key: (value) => value.stream,
+});
+
+/** The built-in remote command event. */
+export const RemoteCommandEvent: EventType<RemoteCommand> =
+  /* @__PURE__ */ defineEvent<RemoteCommand>({
+    name: 'lambdacable.RemoteCommand',
+    topic: BROADCAST_TOPIC,
+    schema: {
+      type: 'record',
+      fields: [
+        { name: 'command', type: 'string' },
+        { name: 'payload', type: 'string', default: '{}' },
+      ],
+    },
+    key: () => COMMANDS_KEY,
+  });
+
+/** One item of an HTTP broadcast request. */
+export type BroadcastRequestItem =
+  | { readonly kind: 'broadcast'; readonly broadcast: Broadcast }
+  | { readonly kind: 'command'; readonly command: RemoteCommand };
+
+/**
+ * Parses an AnyCable broadcast API body: `{"stream","data"}`, `{"command","payload"}` or an
+ * array of them. Throws {@link MessageFormatError} naming what is wrong, and
+ * {@link LimitExceededError} for a body over {@link MAX_BROADCAST_BODY_BYTES}, a `data` over
+ * {@link MAX_BROADCAST_DATA_BYTES} (`kind: 'payload'`) or a stream name over
+ * {@link MAX_STREAM_BYTES} (`kind: 'key'`).
+ */
+export function parseBroadcastRequest(body: string | undefined | null): BroadcastRequestItem[] {
+  if (!body) throw new MessageFormatError('empty body: expected {"stream","data"} or an array');
+  const bodyBytes = utf8Bytes(body);
+  if (bodyBytes > MAX_BROADCAST_BODY_BYTES) {
+    throw new LimitExceededError(
+      `body is ${bodyBytes} bytes, the limit is ${MAX_BROADCAST_BODY_BYTES}`,
+      { what: 'body', bytes: bodyBytes, limit: MAX_BROADCAST_BODY_BYTES, kind: 'payload' },
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new MessageFormatError('body is not JSON');
+  }
+  const items = Array.isArray(parsed) ? parsed : [parsed];
+  if (items.length === 0) throw new MessageFormatError('empty array: nothing to broadcast');
+  return items.map((item, index): BroadcastRequestItem => {
+    const at = Array.isArray(parsed) ? ` at index ${index}` : '';
+    if (typeof item !== 'object' || item === null) {
+      throw new MessageFormatError(`item${at} is not an object`);
+    }
+    const { stream, data, command, payload } = item as Record<string, unknown>;
+    if (typeof command === 'string' && command.length > 0) {
+      const json = JSON.stringify(payload ?? {});
+      const bytes = utf8Bytes(json) + utf8Bytes(command);
+      // The same path as a broadcast (outbox, SQS envelope): the same limit.
+      if (bytes > MAX_BROADCAST_DATA_BYTES) {
+        throw new LimitExceededError(
+          `item${at}: the command is ${bytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+          { what: 'command', bytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
+        );
+      }
+      return { kind: 'command', command: { command, payload: json } };
+    }
+    if (typeof stream !== 'string' || stream.length === 0) {
+      throw new MessageFormatError(`item${at}: "stream" must be a non-empty string`);
+    }
+    if (typeof data !== 'string') {
+      throw new MessageFormatError(`item${at}: "data" must be a string (JSON-encode objects)`);
+    }
+    checkKeyBytes(`item${at}: "stream"`, stream, MAX_STREAM_BYTES);
+    // Subscribers get data JSON-decoded and re-encoded in their frame: both must fit.
+    const dataBytes = Math.max(utf8Bytes(data), utf8Bytes(JSON.stringify(decodeData(data))));
+    if (dataBytes > MAX_BROADCAST_DATA_BYTES) {
+      throw new LimitExceededError(
+        `item${at}: "data" is ${dataBytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+        { what: 'data', bytes: dataBytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
+      );
+    }
+    return { kind: 'broadcast', broadcast: { stream, data } };
+  });
+}
+
+/** Whether an `Authorization` header carries `Bearer <key>`, compared in constant time. */
+export function hasBroadcastKey(header: string | undefined, key: string): boolean {
+  if (!key || !header) return false;
+  const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+  if (!match?.[1]) return false;
+  const given = Buffer.from(match[1]);
+  const expected = Buffer.from(key);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+function decodeData(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return data;
+  }
+}

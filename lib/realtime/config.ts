@@ -1,0 +1,163 @@
+import { type BrokerConfig, defaultBrokerConfig } from '../broker/types.js';
+import { ConfigError } from '../kernel/errors.js';
+
+/** Settings of the WebSocket gateway, read once at start ({@link configFromEnv}). */
+export interface GatewayConfig {
+  /**
+   * Seconds between pings of a connection that did not choose its own with `pi`
+   * (`LAMBDACABLE_PING_INTERVAL`); the client's monitor expects one at least every 6 s by
+   * default.
+   * @default 3
+   */
+  readonly pingInterval: number;
+  /**
+   * Milliseconds between the pinger's reads of new connections (`LAMBDACABLE_PINGER_TICK_MS`):
+   * the delay of a welcome, and the pinger's fixed cost (a Query per bucket per tick).
+   * @default 250
+   */
+  readonly pingerTick: number;
+  /**
+   * HS256 secret of connect tokens (`LAMBDACABLE_JWT_SECRET`); unset: every token is refused.
+   * @default undefined
+   */
+  readonly jwtSecret?: string;
+  /**
+   * Seconds a connect token's `exp` may be off the clock (`LAMBDACABLE_JWT_CLOCK_SKEW`).
+   * @default 30
+   */
+  readonly jwtClockSkew: number;
+  /**
+   * Required `iss` of connect tokens (`LAMBDACABLE_JWT_ISSUER`); unset: not checked.
+   * @default undefined
+   */
+  readonly jwtIssuer?: string;
+  /**
+   * Required `aud` of connect tokens (`LAMBDACABLE_JWT_AUDIENCE`); unset: not checked.
+   * @default undefined
+   */
+  readonly jwtAudience?: string;
+  /**
+   * Secret of signed stream names (`LAMBDACABLE_STREAMS_SECRET`); unset: signed streams are refused.
+   * @default undefined
+   */
+  readonly streamsSecret?: string;
+  /**
+   * Bearer key of the HTTP broadcast API (`LAMBDACABLE_BROADCAST_KEY`); unset: every request is refused.
+   * @default undefined
+   */
+  readonly broadcastKey?: string;
+  /**
+   * Whether clients may subscribe to unsigned stream names (`LAMBDACABLE_PUBLIC_STREAMS`).
+   * @default false
+   */
+  readonly publicStreams: boolean;
+  /**
+   * Whether a client without a token is accepted, with an empty identity (`LAMBDACABLE_ALLOW_ANONYMOUS`).
+   * @default false
+   */
+  readonly allowAnonymous: boolean;
+  /**
+   * Whether whispers are allowed on signed streams (`LAMBDACABLE_WHISPER_ON_SIGNED`); public
+   * streams always allow them.
+   * @default false
+   */
+  readonly whisperOnSigned: boolean;
+  /**
+   * Largest client frame accepted, in bytes (`LAMBDACABLE_MAX_FRAME_BYTES`): API Gateway's frame limit.
+   * @default 32768
+   */
+  readonly maxFrameBytes: number;
+  /**
+   * History and session limits (`LAMBDACABLE_HISTORY_LIMIT`, `LAMBDACABLE_HISTORY_TTL`,
+   * `LAMBDACABLE_SESSIONS_TTL`).
+   * @default {@link defaultBrokerConfig}
+   */
+  readonly broker: BrokerConfig;
+}
+
+/** The defaults of every setting. */
+export function defaultGatewayConfig(): GatewayConfig {
+  return {
+    pingInterval: 3,
+    pingerTick: 250,
+    jwtClockSkew: 30,
+    publicStreams: false,
+    allowAnonymous: false,
+    whisperOnSigned: false,
+    maxFrameBytes: 32768,
+    broker: defaultBrokerConfig(),
+  };
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads the gateway settings from an environment. Pure: the composition root hands in
+ * the process environment. Unset or empty variables take their default; an invalid value
+ * throws {@link ConfigError} naming the variable and what was expected.
+ */
+export function configFromEnv(env: Env): GatewayConfig {
+  const d = defaultGatewayConfig();
+  const secrets = {
+    jwtSecret: text(env, 'LAMBDACABLE_JWT_SECRET'),
+    streamsSecret: text(env, 'LAMBDACABLE_STREAMS_SECRET'),
+    broadcastKey: text(env, 'LAMBDACABLE_BROADCAST_KEY'),
+    jwtIssuer: text(env, 'LAMBDACABLE_JWT_ISSUER'),
+    jwtAudience: text(env, 'LAMBDACABLE_JWT_AUDIENCE'),
+  };
+  return {
+    pingInterval: positive(env, 'LAMBDACABLE_PING_INTERVAL', d.pingInterval, false),
+    pingerTick: positive(env, 'LAMBDACABLE_PINGER_TICK_MS', d.pingerTick, true),
+    jwtClockSkew: nonNegative(env, 'LAMBDACABLE_JWT_CLOCK_SKEW', d.jwtClockSkew),
+    ...(Object.fromEntries(Object.entries(secrets).filter(([, v]) => v !== undefined)) as Partial<
+      typeof secrets
+    >),
+    publicStreams: flag(env, 'LAMBDACABLE_PUBLIC_STREAMS', d.publicStreams),
+    allowAnonymous: flag(env, 'LAMBDACABLE_ALLOW_ANONYMOUS', d.allowAnonymous),
+    whisperOnSigned: flag(env, 'LAMBDACABLE_WHISPER_ON_SIGNED', d.whisperOnSigned),
+    maxFrameBytes: positive(env, 'LAMBDACABLE_MAX_FRAME_BYTES', d.maxFrameBytes, true),
+    broker: {
+      historyLimit: positive(env, 'LAMBDACABLE_HISTORY_LIMIT', d.broker.historyLimit, true),
+      historyTtl: positive(env, 'LAMBDACABLE_HISTORY_TTL', d.broker.historyTtl, false),
+      sessionsTtl: positive(env, 'LAMBDACABLE_SESSIONS_TTL', d.broker.sessionsTtl, false),
+    },
+  };
+}
+
+function text(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function flag(env: Env, name: string, fallback: boolean): boolean {
+  const value = text(env, name)?.trim().toLowerCase();
+  if (value === undefined) return fallback;
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new ConfigError(`${name} must be true or false, got: ${env[name]}`, { variable: name });
+}
+
+function positive(env: Env, name: string, fallback: number, integer: boolean): number {
+  const value = text(env, name)?.trim();
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
+    throw new ConfigError(
+      `${name} must be a positive ${integer ? 'integer' : 'number'}, got: ${env[name]}`,
+      { variable: name },
+    );
+  }
+  return n;
+}
+
+function nonNegative(env: Env, name: string, fallback: number): number {
+  const value = text(env, name)?.trim();
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) {
+    throw new ConfigError(`${name} must be a number of seconds >= 0, got: ${env[name]}`, {
+      variable: name,
+    });
+  }
+  return n;
+}

@@ -1,0 +1,406 @@
+import type { Broker } from '../broker/types.js';
+import { type Clock, systemClock } from '../messaging/types.js';
+import type { ConnectionApi } from './connection-api.js';
+import type { ConnectionChange, ConnectionRecord, ConnectionStore } from './connections.js';
+import {
+  disconnectGone,
+  forEachConcurrently,
+  type GatewayLogger,
+  type GonePolicy,
+  noopLogger,
+  type SessionFinisher,
+} from './fanout.js';
+
+/** Items per page of the pinger's reads: its first read covers every connection. */
+const READ_PAGE = 1000;
+
+/** Smallest and largest ping interval a client may ask for with `pi` (seconds). */
+export const MIN_PING_INTERVAL = 1;
+/** Under API Gateway's 10-minute idle timeout, which a ping resets. */
+export const MAX_PING_INTERVAL = 540;
+
+/**
+ * The ping interval (seconds) of a `pi` query parameter, or why it is refused: an integer
+ * from {@link MIN_PING_INTERVAL} to {@link MAX_PING_INTERVAL}. `undefined` when absent.
+ */
+export function parsePingInterval(pi: string | undefined): number | string | undefined {
+  if (pi === undefined || pi === '') return undefined;
+  const value = Number(pi);
+  if (!/^\d+$/.test(pi) || value < MIN_PING_INTERVAL || value > MAX_PING_INTERVAL) {
+    return `pi must be an integer number of seconds from ${MIN_PING_INTERVAL} to ${MAX_PING_INTERVAL}, got: ${JSON.stringify(pi)}`;
+  }
+  return value;
+}
+
+/** What a pinger run did. */
+export interface PingReport {
+  /** Connections known at the end of the run. */
+  readonly connections: number;
+  /** Pings delivered. */
+  readonly sent: number;
+  /** Pings left out: the connection had a broadcast within its interval. */
+  readonly spared: number;
+  /** Welcomes (or refusals) delivered. */
+  readonly welcomed: number;
+  /** Connections that answered 410 and were forgotten. */
+  readonly gone: number;
+  /** Posts that threw. */
+  readonly failed: number;
+  /** Store and broker reads: pages of changes, subscription lists, activity lookups. */
+  readonly reads: number;
+}
+
+/** The welcome the pinger delivers to new connections: {@link Gateway.welcome}. */
+export interface Welcomer {
+  welcome(connectionId: string, known?: ConnectionRecord): Promise<boolean>;
+}
+
+/** Options of {@link Pinger}. */
+export interface PingerOptions {
+  readonly store: ConnectionStore;
+  readonly api: ConnectionApi;
+  /** Delivers welcomes; its broker's sessions end on a gone connection. */
+  readonly welcomer: Welcomer;
+  /** Session end for gone connections, and stream activity when it has `lastBroadcastAt`. */
+  readonly broker: SessionFinisher & Pick<Broker, 'lastBroadcastAt'>;
+  /** Seconds between pings of a connection that did not choose one (`pi`). */
+  readonly defaultInterval: number;
+  /** @default the system clock */
+  readonly clock?: Clock;
+  /** @default {@link noopLogger} */
+  readonly logger?: GatewayLogger;
+  /** @default 50 */
+  readonly concurrency?: number;
+  /**
+   * Changes read before the last read's start are read again for this long (ms): index
+   * replication and writers' clocks lag.
+   * @default 1000
+   */
+  readonly overlapMs?: number;
+  /**
+   * Every this many ms, a read goes back {@link lateWindowMs} instead of `overlapMs`, so
+   * that a write stored long after it was dated (a throttled and retried `PutItem`, a busy
+   * `$connect`, a lagging index) is still found, and its connection welcomed.
+   * @default 5000
+   */
+  readonly lateReadEveryMs?: number;
+  /**
+   * How far back (ms) those reads go. 35 s covers a connection's whole `$connect` (API
+   * Gateway ends it at 29 s, and a connection whose `$connect` failed is never reachable)
+   * plus the index's replication. Keep it under `welcomeTimeoutMs`: a run's first read
+   * takes connections older than that as welcomed by an earlier run.
+   * @default 35000
+   */
+  readonly lateWindowMs?: number;
+  /**
+   * Stream activity older than this (ms) is read again before a ping is spared for it.
+   * @default 1000
+   */
+  readonly activityMaxAgeMs?: number;
+  /**
+   * How long (ms) after `$connect` began a new connection's welcome is retried while API
+   * Gateway answers 410 (until `$connect` has returned, which under load takes seconds; a
+   * client without its welcome waits for it indefinitely). Retries back off to one every 2 s.
+   * @default 60000
+   */
+  readonly welcomeTimeoutMs?: number;
+  /** @default 10000 (see {@link disconnectGone}) */
+  readonly goneGraceMs?: number;
+}
+
+interface Tracked {
+  record: ConnectionRecord;
+  /** When the stored connection last changed, as read. */
+  changedAt: number;
+  intervalMs: number;
+  /** The last frame it is known to have received (welcome, ping, broadcast), or `undefined`. */
+  lastFrameAt: number | undefined;
+  /** When it is due next: a ping, or for an unwelcomed one another welcome attempt. */
+  dueAt: number;
+  welcomed: boolean;
+  /** Welcome attempts that found the connection not reachable yet. */
+  welcomeMisses: number;
+  /** Found by the run's first read: an earlier run may have welcomed and pinged it. */
+  foundFirst: boolean;
+}
+
+/**
+ * The keepalive of the WebSocket API, one instance per pinger run: it reads every connection
+ * and subscription once ({@link start}), then on each {@link tick} only what changed since
+ * its last read, so its read cost grows with new connections and subscriptions, not with
+ * the pings it sends. It welcomes new connections (no Lambda per connect is needed for it)
+ * and pings each connection every `pi` seconds (the configured default otherwise), sparing
+ * a connection whose streams had a broadcast within its interval: any frame is a heartbeat
+ * to AnyCable's clients. A connection found by the first read, which an earlier run may have
+ * pinged just before it ended, is first pinged a quarter to half an interval later, so the
+ * gap stays under the clients' two missed pings.
+ */
+export class Pinger {
+  private readonly store: ConnectionStore;
+  private readonly api: ConnectionApi;
+  private readonly welcomer: Welcomer;
+  private readonly broker: PingerOptions['broker'];
+  private readonly clock: Clock;
+  private readonly logger: GatewayLogger;
+  private readonly concurrency: number;
+  private readonly defaultIntervalMs: number;
+  private readonly overlapMs: number;
+  private readonly lateReadEveryMs: number;
+  private readonly lateWindowMs: number;
+  private readonly activityMaxAgeMs: number;
+  private readonly welcomeTimeoutMs: number;
+  private readonly gone: GonePolicy;
+  private readonly tracked = new Map<string, Tracked>();
+  private readonly streams = new Map<string, Set<string>>();
+  private readonly activity = new Map<string, { lastAt: number | undefined; readAt: number }>();
+  /** Connections this run is done with (gone, refused), not taken up again by a later read. */
+  private readonly forgotten = new Set<string>();
+  /** Start of the last read of changes; `undefined` before {@link start}. */
+  private readFrom: number | undefined;
+  /** Start of the last read that went back {@link PingerOptions.lateWindowMs}. */
+  private lateReadAt = 0;
+  private counts = { sent: 0, spared: 0, welcomed: 0, gone: 0, failed: 0, reads: 0 };
+
+  constructor(options: PingerOptions) {
+    this.store = options.store;
+    this.api = options.api;
+    this.welcomer = options.welcomer;
+    this.broker = options.broker;
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? noopLogger;
+    this.concurrency = options.concurrency ?? 50;
+    this.defaultIntervalMs = options.defaultInterval * 1000;
+    this.overlapMs = options.overlapMs ?? 1000;
+    this.lateReadEveryMs = options.lateReadEveryMs ?? 5000;
+    this.lateWindowMs = options.lateWindowMs ?? 35_000;
+    this.activityMaxAgeMs = options.activityMaxAgeMs ?? 1000;
+    this.welcomeTimeoutMs = options.welcomeTimeoutMs ?? 60_000;
+    this.gone = {
+      store: options.store,
+      sessions: options.broker,
+      clock: this.clock,
+      goneGraceMs: options.goneGraceMs ?? 10_000,
+    };
+    if (!(this.defaultIntervalMs > 0)) throw new RangeError('defaultInterval must be positive');
+    if (!(this.lateWindowMs < this.welcomeTimeoutMs)) {
+      throw new RangeError('lateWindowMs must be under welcomeTimeoutMs');
+    }
+  }
+
+  /** The first read: every connection and subscription. Then {@link tick}. */
+  async start(): Promise<void> {
+    this.lateReadAt = this.clock.now();
+    await this.read(0, true);
+  }
+
+  /**
+   * Reads what changed, then welcomes and pings what is due.
+   *
+   * A change is dated by its writer before it is stored, so each read goes back `overlapMs`
+   * before the last one's start, and every `lateReadEveryMs` one goes back `lateWindowMs`:
+   * without those, a connection stored more than `overlapMs` after it was dated would never
+   * be welcomed, and its client would wait for the welcome until API Gateway's idle timeout.
+   *
+   * No welcome or ping starts at or after `stopAt` (ms): a run's Lambda stopped at its
+   * timeout between a welcome's claim and its post would leave that welcome unsent, so the
+   * last ones are left to the next run.
+   */
+  async tick(stopAt = Number.POSITIVE_INFINITY): Promise<void> {
+    if (this.readFrom === undefined) {
+      await this.start();
+    } else {
+      const now = this.clock.now();
+      const late = now - this.lateReadAt >= this.lateReadEveryMs;
+      if (late) this.lateReadAt = now;
+      await this.read(this.readFrom - (late ? this.lateWindowMs : this.overlapMs), false);
+    }
+    await this.deliverDue(stopAt);
+  }
+
+  /** What this run did so far. */
+  report(): PingReport {
+    return { connections: this.tracked.size, ...this.counts };
+  }
+
+  private async read(since: number, first: boolean): Promise<void> {
+    const startedAt = this.clock.now();
+    const changed: Tracked[] = [];
+    for await (const page of this.store.changesSince(since, READ_PAGE)) {
+      this.counts.reads++;
+      for (const change of page) {
+        const t = this.apply(change, first, startedAt);
+        if (t) changed.push(t);
+      }
+    }
+    // A connection that changed without being new lost a subscription: read its list again.
+    await forEachConcurrently(changed, this.concurrency, async (t) => {
+      this.counts.reads++;
+      const subs = await this.store.subscriptionsOf(t.record.connectionId);
+      this.streams.set(t.record.connectionId, new Set(subs.map((s) => s.stream)));
+    });
+    this.readFrom = startedAt;
+  }
+
+  /** Records one change; returns a known connection whose subscriptions must be read again. */
+  private apply(change: ConnectionChange, first: boolean, now: number): Tracked | undefined {
+    if (change.kind === 'subscription') {
+      const { connectionId, stream } = change.subscription;
+      if (this.forgotten.has(connectionId)) return undefined;
+      const set = this.streams.get(connectionId) ?? new Set<string>();
+      set.add(stream);
+      this.streams.set(connectionId, set);
+      return undefined;
+    }
+    const { connection, changedAt } = change;
+    if (this.forgotten.has(connection.connectionId)) return undefined;
+    const known = this.tracked.get(connection.connectionId);
+    if (known) {
+      if (changedAt <= known.changedAt) return undefined;
+      known.changedAt = changedAt;
+      return known;
+    }
+    const intervalMs = (connection.pingInterval ?? 0) * 1000 || this.defaultIntervalMs;
+    // Found by the first read and older than the welcome timeout: an earlier run welcomed it.
+    const welcomed = first && now - connection.connectedAt > this.welcomeTimeoutMs;
+    this.tracked.set(connection.connectionId, {
+      record: connection,
+      changedAt,
+      intervalMs,
+      lastFrameAt: undefined,
+      dueAt: welcomed ? firstPingAt(now, intervalMs) : now,
+      welcomed,
+      welcomeMisses: 0,
+      foundFirst: first,
+    });
+    return undefined;
+  }
+
+  private async deliverDue(stopAt: number): Promise<void> {
+    const now = this.clock.now();
+    if (now >= stopAt) return;
+    const due = [...this.tracked.values()].filter((t) => t.dueAt <= now);
+    if (due.length === 0) return;
+    const welcomes = due.filter((t) => !t.welcomed);
+    const pings = due.filter((t) => t.welcomed);
+    await forEachConcurrently(welcomes, this.concurrency, async (t) => {
+      if (this.clock.now() < stopAt) await this.welcomeOne(t);
+    });
+    const active = await this.activityOf(pings, now);
+    const frame = JSON.stringify({ type: 'ping', message: Math.floor(now / 1000) });
+    await forEachConcurrently(pings, this.concurrency, async (t) => {
+      if (this.clock.now() >= stopAt) return;
+      const lastBroadcast = active.get(t.record.connectionId);
+      if (lastBroadcast !== undefined && lastBroadcast > (t.lastFrameAt ?? 0)) {
+        t.lastFrameAt = lastBroadcast;
+      }
+      if (t.lastFrameAt !== undefined && t.lastFrameAt + t.intervalMs > now) {
+        this.counts.spared++;
+        t.dueAt = t.lastFrameAt + t.intervalMs;
+        return;
+      }
+      await this.pingOne(t, frame, now);
+    });
+  }
+
+  private async welcomeOne(t: Tracked): Promise<void> {
+    const { connectionId } = t.record;
+    const now = this.clock.now();
+    try {
+      if (await this.welcomer.welcome(connectionId, t.record)) {
+        this.counts.welcomed++;
+        t.welcomed = true;
+        if (t.foundFirst) {
+          // Maybe welcomed (then pinged) by an earlier run: this call posted nothing then.
+          t.dueAt = firstPingAt(now, t.intervalMs);
+        } else {
+          t.lastFrameAt = now;
+          t.dueAt = now + t.intervalMs;
+        }
+        if (!t.record.sid) this.forget(connectionId); // refused: disconnected and closed
+        return;
+      }
+    } catch (error) {
+      this.counts.failed++;
+      this.logger.error('welcome failed', {
+        connectionId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+    if (now - t.record.connectedAt > this.welcomeTimeoutMs) {
+      this.logger.warn('welcome not delivered: the connection never became reachable', {
+        connectionId,
+      });
+      this.forget(connectionId);
+      return;
+    }
+    // Not reachable yet: again soon, then less often.
+    t.welcomeMisses++;
+    t.dueAt = now + Math.min(2000, 100 * t.welcomeMisses);
+  }
+
+  private async pingOne(t: Tracked, frame: string, now: number): Promise<void> {
+    const { connectionId } = t.record;
+    try {
+      const result = await this.api.post(connectionId, frame, t.record.endpoint);
+      if (result === 'sent') {
+        this.counts.sent++;
+        t.lastFrameAt = now;
+        t.dueAt = now + t.intervalMs;
+        return;
+      }
+      this.counts.gone++;
+      this.forget(connectionId);
+      // Usually gone after $disconnect; one read tells, else it is disconnected here.
+      const stored = await this.store.getConnection(connectionId);
+      if (stored) await disconnectGone(this.gone, connectionId, stored);
+    } catch (error) {
+      this.counts.failed++;
+      t.dueAt = now + Math.min(t.intervalMs, 1000);
+      this.logger.error('ping failed', {
+        connectionId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+  }
+
+  /** The latest broadcast time over each connection's streams, for those with one. */
+  private async activityOf(due: readonly Tracked[], now: number): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    if (!this.broker.lastBroadcastAt) return out;
+    const stale = new Set<string>();
+    for (const t of due) {
+      for (const s of this.streams.get(t.record.connectionId) ?? []) {
+        const known = this.activity.get(s);
+        if (!known || now - known.readAt > this.activityMaxAgeMs) stale.add(s);
+      }
+    }
+    if (stale.size > 0) {
+      this.counts.reads++;
+      const read = await this.broker.lastBroadcastAt([...stale]);
+      for (const s of stale) this.activity.set(s, { lastAt: read.get(s), readAt: now });
+    }
+    for (const t of due) {
+      let latest: number | undefined;
+      for (const s of this.streams.get(t.record.connectionId) ?? []) {
+        const at = this.activity.get(s)?.lastAt;
+        if (at !== undefined && (latest === undefined || at > latest)) latest = at;
+      }
+      if (latest !== undefined) out.set(t.record.connectionId, latest);
+    }
+    return out;
+  }
+
+  private forget(connectionId: string): void {
+    this.forgotten.add(connectionId);
+    this.tracked.delete(connectionId);
+    this.streams.delete(connectionId);
+  }
+}
+
+/**
+ * The first ping of a connection an earlier run may have pinged just before it ended: a
+ * quarter to half an interval from now (spread), so the gap stays under two intervals.
+ */
+function firstPingAt(now: number, intervalMs: number): number {
+  return now + intervalMs * (0.25 + 0.25 * Math.random());
+}
