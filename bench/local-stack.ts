@@ -7,6 +7,7 @@ import { commitDemoBroadcast } from '../infra/local/demo';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local/services';
 import type { LocalStack } from '../infra/local/stack';
 import { createConnectToken, signStreamName } from '../lib';
+import { errorMessage } from '../lib/core';
 import { type BenchSecrets, broadcastOverHttp, sleep } from './stack';
 import type { BenchResult, Figure } from './util';
 import { BenchClient, quantile, signedIdentifier } from './ws-clients';
@@ -81,7 +82,7 @@ async function crowd(
           ]);
           subscribed++;
         } catch (error) {
-          const reason = error instanceof Error ? error.message : String(error);
+          const reason = errorMessage(error);
           errors.set(reason, (errors.get(reason) ?? 0) + 1);
         }
       }),

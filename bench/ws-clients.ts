@@ -1,4 +1,5 @@
 import WebSocket from 'ws';
+import { errorMessage } from '../lib/core';
 
 /** The subprotocol the bench clients speak (AnyCable's extended Action Cable protocol). */
 export const EXT_PROTOCOL = 'actioncable-v1-ext-json';
@@ -165,7 +166,7 @@ export function failures(outcomes: readonly PromiseSettledResult<unknown>[]): st
   const byReason = new Map<string, number>();
   for (const o of outcomes) {
     if (o.status !== 'rejected') continue;
-    const reason = o.reason instanceof Error ? o.reason.message : String(o.reason);
+    const reason = errorMessage(o.reason);
     byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
   }
   return [...byReason].map(([reason, n]) => `${n}× "${reason}"`).join(', ');

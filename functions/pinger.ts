@@ -1,5 +1,6 @@
 import type { Context } from 'aws-lambda';
 import { Pinger } from '../lib';
+import { errorMessage } from '../lib/core';
 import { brokerRuntime, gateway, runtime } from './runtime';
 
 /** The schedule's period: one run covers one minute. */
@@ -35,7 +36,7 @@ export const handler = async (_event: unknown, context: Context) => {
       await pinger.tick(stopAt);
     } catch (error) {
       logger.error('pinger tick failed', {
-        error: error instanceof Error ? error.message : String(error),
+        error: errorMessage(error),
       });
     }
     // A slow tick is followed by the next one at once, never by a burst of catch-up ticks.

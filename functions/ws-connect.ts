@@ -1,5 +1,6 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
 import type { ConnectResult } from '../lib';
+import { errorMessage } from '../lib/core';
 import { gateway, runtime } from './runtime';
 
 /**
@@ -26,7 +27,7 @@ export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayPr
       .catch((cleanup: unknown) =>
         rt.logger.error('connect: cleanup after a failure failed', {
           connectionId,
-          error: cleanup instanceof Error ? cleanup.message : String(cleanup),
+          error: errorMessage(cleanup),
         }),
       );
     throw error;

@@ -44,8 +44,11 @@ export {
   NoopEventSender,
   type SenderStats,
 } from './events/sender.js';
+export { type Clock, systemClock } from './kernel/clock.js';
+export { forEachConcurrently } from './kernel/concurrency.js';
 export * from './kernel/errors.js';
 export * from './kernel/limits.js';
+export { type Logger, noopLogger } from './kernel/logger.js';
 export { AckManager, PartitionAckManager } from './messaging/ack-manager.js';
 export {
   type AckState,
@@ -58,7 +61,6 @@ export {
 export { decodeEnvelope, type Envelope, encodeEnvelope } from './messaging/envelope.js';
 export {
   type Client,
-  type Clock,
   type CloseableProducer,
   type Consumer,
   defaultRetryPolicy,
@@ -68,7 +70,6 @@ export {
   type Producer,
   type PublishOptions,
   type RetryPolicy,
-  systemClock,
 } from './messaging/types.js';
 export type { OutboxRecord, TxOutbox } from './outbox/types.js';
 export {
@@ -96,12 +97,9 @@ export {
   decodeData,
   disconnectConnection,
   disconnectGone,
-  forEachConcurrently,
   GatewayBroadcaster,
   type GatewayBroadcasterOptions,
-  type GatewayLogger,
   type GonePolicy,
-  noopLogger,
   type SessionFinisher,
 } from './realtime/fanout.js';
 export {

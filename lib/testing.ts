@@ -2,7 +2,11 @@
  * `lambdacable/testing`: in-memory doubles of every port (broker, schema registry,
  * connections, management API, messaging, outbox, ack store), for a service's unit tests.
  */
+
+export { MemoryAckStore } from './adapters/memory/ack-store.js';
 export { MemoryBroker } from './adapters/memory/broker.js';
+export { MemoryConnectionApi, type PostedFrame } from './adapters/memory/connection-api.js';
+export { MemoryConnectionStore } from './adapters/memory/connections.js';
 export {
   type DeadLetter,
   MemoryClient,
@@ -11,7 +15,4 @@ export {
   type QueuedMessage,
 } from './adapters/memory/messaging.js';
 export { MemoryOutbox, MemoryTransaction } from './adapters/memory/outbox.js';
-export { MemorySchemaRegistry } from './events/schema-registry.js';
-export { MemoryAckStore } from './messaging/ack-store.js';
-export { MemoryConnectionApi, type PostedFrame } from './realtime/connection-api.js';
-export { MemoryConnectionStore } from './realtime/connections.js';
+export { MemorySchemaRegistry } from './adapters/memory/schema-registry.js';

@@ -1,4 +1,4 @@
-import type { Clock } from '../messaging/types.js';
+import type { Clock } from '../kernel/clock.js';
 
 /** A message published to a stream. */
 export interface StreamMessage {

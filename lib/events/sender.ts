@@ -1,6 +1,7 @@
 import { appendFile } from 'node:fs/promises';
+import { type Clock, systemClock } from '../kernel/clock.js';
 import { EventSenderError } from '../kernel/errors.js';
-import { type Clock, type Producer, systemClock } from '../messaging/types.js';
+import type { Producer } from '../messaging/types.js';
 import type { OutboxRecord, TxOutbox } from '../outbox/types.js';
 import { AvroCodec } from './avro.js';
 import type { Event, EventTopics } from './event.js';

@@ -179,3 +179,8 @@ export class LimitExceededError extends LambdacableError {
     this.kind = fields.kind;
   }
 }
+
+/** The message of anything thrown: an `Error`'s message, else the value as a string. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

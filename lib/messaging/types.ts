@@ -62,15 +62,6 @@ export interface Client {
   newProducer(appName: string): CloseableProducer;
 }
 
-/** Injected time source, in milliseconds since the epoch. */
-export interface Clock {
-  /** Now, in milliseconds. */
-  now(): number;
-}
-
-/** The wall clock. */
-export const systemClock: Clock = { now: () => Date.now() };
-
 /** Retry policy for nacked messages. */
 export interface RetryPolicy {
   /**

@@ -1,27 +1,10 @@
 import type { Broadcaster, Broker, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
-import { type Clock, systemClock } from '../messaging/types.js';
+import { type Clock, systemClock } from '../kernel/clock.js';
+import { forEachConcurrently } from '../kernel/concurrency.js';
+import { errorMessage } from '../kernel/errors.js';
+import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
-
-/** The logging the gateway needs; Powertools' `Logger` and `console` both fit. */
-export interface GatewayLogger {
-  /** Detail for troubleshooting. */
-  debug(message: string, ...attributes: Record<string, unknown>[]): void;
-  /** A normal event. */
-  info(message: string, ...attributes: Record<string, unknown>[]): void;
-  /** A refused input or a recoverable problem. */
-  warn(message: string, ...attributes: Record<string, unknown>[]): void;
-  /** A failure that lost work. */
-  error(message: string, ...attributes: Record<string, unknown>[]): void;
-}
-
-/** A logger that drops everything. */
-export const noopLogger: GatewayLogger = {
-  debug() {},
-  info() {},
-  warn() {},
-  error() {},
-};
 
 /** What a fan-out did. */
 export interface DeliveryReport {
@@ -84,7 +67,7 @@ export interface GatewayBroadcasterOptions {
   /** Finishes the session of a connection that is gone ({@link disconnectGone}). */
   readonly sessions: SessionFinisher;
   /** @default {@link noopLogger} */
-  readonly logger?: GatewayLogger;
+  readonly logger?: Logger;
   /**
    * Posts in flight at once.
    * @default 50
@@ -130,22 +113,6 @@ export function decodeData(data: string): unknown {
   }
 }
 
-/** Runs `fn` over `items` with at most `limit` calls in flight; never rejects. */
-export async function forEachConcurrently<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++]!;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-}
-
 /**
  * The {@link Broadcaster} of API Gateway WebSockets: fans a stream message out to the
  * stream's subscribers in the {@link ConnectionStore}, page by page, with bounded
@@ -156,7 +123,7 @@ export async function forEachConcurrently<T>(
 export class GatewayBroadcaster implements Broadcaster {
   private readonly store: ConnectionStore;
   private readonly api: ConnectionApi;
-  private readonly logger: GatewayLogger;
+  private readonly logger: Logger;
   private readonly concurrency: number;
   private readonly pageSize: number;
   private readonly gone: GonePolicy;
@@ -298,7 +265,7 @@ export class GatewayBroadcaster implements Broadcaster {
       this.logger.error(`${what}: post failed`, {
         target,
         connectionId: f.connectionId,
-        error: f.error instanceof Error ? f.error.message : String(f.error),
+        error: errorMessage(f.error),
       });
     }
     this.logger.debug(what, {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Broker, Cacheable, SessionUpdate, StreamMessage } from '../broker/types.js';
-import { HistoryError, ProtocolError, UnauthorizedError } from '../kernel/errors.js';
+import { type Clock, systemClock } from '../kernel/clock.js';
+import { errorMessage, HistoryError, ProtocolError, UnauthorizedError } from '../kernel/errors.js';
 import {
   fingerprint,
   MAX_IDENTIFIER_BYTES,
@@ -8,7 +9,7 @@ import {
   MAX_STREAM_BYTES,
   utf8Bytes,
 } from '../kernel/limits.js';
-import { type Clock, systemClock } from '../messaging/types.js';
+import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { GatewayConfig } from './config.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
@@ -17,9 +18,7 @@ import {
   disconnectConnection,
   disconnectGone,
   GatewayBroadcaster,
-  type GatewayLogger,
   type GonePolicy,
-  noopLogger,
 } from './fanout.js';
 import { parsePingInterval } from './pinger.js';
 import { verifyConnectToken, verifySignedStreamName } from './tokens.js';
@@ -40,7 +39,7 @@ export interface GatewayOptions {
   /** @default the system clock */
   readonly clock?: Clock;
   /** @default {@link noopLogger} */
-  readonly logger?: GatewayLogger;
+  readonly logger?: Logger;
   /** @default `crypto.randomUUID` */
   readonly newSid?: () => string;
   /**
@@ -142,7 +141,7 @@ export class Gateway {
   private readonly api: ConnectionApi;
   private readonly config: GatewayConfig;
   private readonly clock: Clock;
-  private readonly logger: GatewayLogger;
+  private readonly logger: Logger;
   private readonly newSid: () => string;
   private readonly concurrency: number;
   private readonly gone: GonePolicy;
@@ -353,7 +352,7 @@ export class Gateway {
       } else {
         this.logger.error('frame failed', {
           connectionId,
-          error: error instanceof Error ? error.message : String(error),
+          error: errorMessage(error),
         });
       }
     }
@@ -503,7 +502,7 @@ export class Gateway {
       await this.commit(connection).catch((cause: unknown) =>
         this.logger.error('subscribe: session not rolled back', {
           connectionId,
-          error: cause instanceof Error ? cause.message : String(cause),
+          error: errorMessage(cause),
         }),
       );
       throw error;
@@ -674,7 +673,7 @@ export class Gateway {
     } catch (error) {
       this.logger.error('welcome: claim not released', {
         connectionId: connection.connectionId,
-        error: error instanceof Error ? error.message : String(error),
+        error: errorMessage(error),
       });
     }
   }

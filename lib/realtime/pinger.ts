@@ -1,15 +1,11 @@
 import type { Broker } from '../broker/types.js';
-import { type Clock, systemClock } from '../messaging/types.js';
+import { type Clock, systemClock } from '../kernel/clock.js';
+import { forEachConcurrently } from '../kernel/concurrency.js';
+import { errorMessage } from '../kernel/errors.js';
+import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionChange, ConnectionRecord, ConnectionStore } from './connections.js';
-import {
-  disconnectGone,
-  forEachConcurrently,
-  type GatewayLogger,
-  type GonePolicy,
-  noopLogger,
-  type SessionFinisher,
-} from './fanout.js';
+import { disconnectGone, type GonePolicy, type SessionFinisher } from './fanout.js';
 
 /** Items per page of the pinger's reads: its first read covers every connection. */
 const READ_PAGE = 1000;
@@ -68,7 +64,7 @@ export interface PingerOptions {
   /** @default the system clock */
   readonly clock?: Clock;
   /** @default {@link noopLogger} */
-  readonly logger?: GatewayLogger;
+  readonly logger?: Logger;
   /** @default 50 */
   readonly concurrency?: number;
   /**
@@ -141,7 +137,7 @@ export class Pinger {
   private readonly welcomer: Welcomer;
   private readonly broker: PingerOptions['broker'];
   private readonly clock: Clock;
-  private readonly logger: GatewayLogger;
+  private readonly logger: Logger;
   private readonly concurrency: number;
   private readonly defaultIntervalMs: number;
   private readonly overlapMs: number;
@@ -323,7 +319,7 @@ export class Pinger {
       this.counts.failed++;
       this.logger.error('welcome failed', {
         connectionId,
-        error: error instanceof Error ? error.message : String(error),
+        error: errorMessage(error),
       });
     }
     if (now - t.record.connectedAt > this.welcomeTimeoutMs) {
@@ -358,7 +354,7 @@ export class Pinger {
       t.dueAt = now + Math.min(t.intervalMs, 1000);
       this.logger.error('ping failed', {
         connectionId,
-        error: error instanceof Error ? error.message : String(error),
+        error: errorMessage(error),
       });
     }
   }

@@ -1,8 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
-import { UnauthorizedError } from '../kernel/errors.js';
+import { type Clock, systemClock } from '../kernel/clock.js';
+import { errorMessage, UnauthorizedError } from '../kernel/errors.js';
 import { MAX_IDENTITY_BYTES, utf8Bytes } from '../kernel/limits.js';
-import { type Clock, systemClock } from '../messaging/types.js';
 
 /**
  * Signs a stream name the way AnyCable (Rails `MessageVerifier`) does:
@@ -102,7 +102,7 @@ export async function verifyConnectToken(
       ...(options.audience !== undefined ? { audience: options.audience } : {}),
     }));
   } catch (error) {
-    throw new UnauthorizedError(`token refused: ${describe(error)}`, {
+    throw new UnauthorizedError(`token refused: ${errorMessage(error)}`, {
       reason: reasonOf(error),
       cause: error,
     });
@@ -134,8 +134,4 @@ function reasonOf(error: unknown): UnauthorizedError['reason'] {
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'signature';
   if (error instanceof joseErrors.JWTClaimValidationFailed) return 'claims';
   return 'malformed';
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

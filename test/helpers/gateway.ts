@@ -1,4 +1,4 @@
-import type { GatewayLogger } from '../../lib';
+import type { Logger } from '../../lib';
 import { signStreamName } from '../../lib';
 
 /** The extended protocol's subprotocol. */
@@ -22,7 +22,7 @@ export interface LogEntry {
 }
 
 /** A logger that keeps every line, for assertions on what is logged at which level. */
-export class RecordingLogger implements GatewayLogger {
+export class RecordingLogger implements Logger {
   readonly entries: LogEntry[] = [];
   debug(message: string, fields?: Record<string, unknown>) {
     this.entries.push({ level: 'debug', message, fields });

@@ -1,7 +1,8 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { Clock } from '../../kernel/clock.js';
 import { LambdacableError } from '../../kernel/errors.js';
-import type { Client, Clock, CloseableProducer, Consumer } from '../../messaging/types.js';
+import type { Client, CloseableProducer, Consumer } from '../../messaging/types.js';
 import { OutboxProducer } from './dynamodb/outbox.js';
 import { SqsConsumer, type SqsConsumerOptions } from './sqs/consumer.js';
 

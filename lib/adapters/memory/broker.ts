@@ -20,8 +20,8 @@ import {
   type SessionUpdate,
   type StreamMessage,
 } from '../../broker/types.js';
+import { type Clock, systemClock } from '../../kernel/clock.js';
 import { LambdacableError } from '../../kernel/errors.js';
-import { type Clock, systemClock } from '../../messaging/types.js';
 
 /** Tries of {@link MemoryBroker.updateSession} before it gives up under contention. */
 const SESSION_UPDATE_ATTEMPTS = 25;

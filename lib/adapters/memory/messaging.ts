@@ -1,8 +1,8 @@
 import { newEventId } from '../../events/event-id.js';
+import { type Clock, systemClock } from '../../kernel/clock.js';
 import { LambdacableError } from '../../kernel/errors.js';
 import {
   type Client,
-  type Clock,
   type CloseableProducer,
   type Consumer,
   defaultRetryPolicy,
@@ -10,7 +10,6 @@ import {
   type OutgoingMessage,
   type PublishOptions,
   type RetryPolicy,
-  systemClock,
 } from '../../messaging/types.js';
 
 /** A message held by a {@link MemoryQueue}. */

@@ -35,9 +35,9 @@ import {
   type SessionUpdate,
   type StreamMessage,
 } from '../../../broker/types.js';
+import { type Clock, systemClock } from '../../../kernel/clock.js';
 import { AwsResourceError } from '../../../kernel/errors.js';
 import { MAX_STREAM_BYTES, utf8Bytes } from '../../../kernel/limits.js';
-import { type Clock, systemClock } from '../../../messaging/types.js';
 
 /** Options of {@link DynamoBroker}. */
 export interface DynamoBrokerOptions {

@@ -9,13 +9,12 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { newEventId } from '../../../events/event-id.js';
+import { type Clock, systemClock } from '../../../kernel/clock.js';
 import { AwsResourceError, EncodeError, MessageFormatError } from '../../../kernel/errors.js';
-import {
-  type Clock,
-  type CloseableProducer,
-  type OutgoingMessage,
-  type PublishOptions,
-  systemClock,
+import type {
+  CloseableProducer,
+  OutgoingMessage,
+  PublishOptions,
 } from '../../../messaging/types.js';
 import type { OutboxRecord, TxOutbox } from '../../../outbox/types.js';
 

@@ -1,7 +1,7 @@
 import { processPartialResponse, SqsFifoPartialProcessorAsync } from '@aws-lambda-powertools/batch';
 import { ChangeMessageVisibilityBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { LambdacableError } from '../../../kernel/errors.js';
+import { errorMessage, LambdacableError } from '../../../kernel/errors.js';
 import { PartitionAckManager } from '../../../messaging/ack-manager.js';
 import {
   type AckState,
@@ -62,12 +62,9 @@ export interface BatchConsumerOptions {
 export class NackError extends LambdacableError {
   readonly messageId: string;
   constructor(messageId: string, reason: unknown) {
-    super(
-      `message ${messageId} was nacked: ${reason instanceof Error ? reason.message : String(reason)}`,
-      {
-        cause: reason,
-      },
-    );
+    super(`message ${messageId} was nacked: ${errorMessage(reason)}`, {
+      cause: reason,
+    });
     this.name = 'NackError';
     this.messageId = messageId;
   }

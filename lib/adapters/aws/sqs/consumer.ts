@@ -5,6 +5,7 @@ import {
   type SQSClient,
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
+import { errorMessage } from '../../../kernel/errors.js';
 import { decodeEnvelope } from '../../../messaging/envelope.js';
 import type { Consumer, Message } from '../../../messaging/types.js';
 import type { ConsumedMessage } from './batch-consumer.js';
@@ -142,9 +143,7 @@ export class SqsConsumer implements Consumer {
       receiveCount,
       ack: () => this.ack(id),
       nack: async (reason?: unknown) => {
-        this.logger.error(
-          `nack ${id}: ${reason instanceof Error ? reason.message : String(reason)}`,
-        );
+        this.logger.error(`nack ${id}: ${errorMessage(reason)}`);
         await this.changeVisibility(id, this.backoff(receiveCount));
         this.settle(id);
       },
