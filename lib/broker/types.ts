@@ -124,6 +124,38 @@ export interface Broker {
   lastBroadcastAt?(streams: readonly string[]): Promise<Map<string, number>>;
 }
 
+/**
+ * The session cache, the part of a {@link Broker} the WebSocket side writes: connecting,
+ * subscribing and disconnecting need it, not the history. Brokers that keep sessions are
+ * built over one, so that the fan-out (which finishes the sessions of gone connections) and
+ * the broker (which feeds the fan-out) need not know each other.
+ */
+export interface SessionCache {
+  /** Stores a session; keeps it alive. */
+  commitSession(sid: string, session: Cacheable): Promise<void>;
+  /** The stored session, or `null` if unknown or expired. */
+  restoreSession(sid: string): Promise<Uint8Array | null>;
+  /** Marks a session finished: it expires `sessionsTtl` seconds later. */
+  finishSession(sid: string): Promise<void>;
+  /**
+   * Read-modify-write of a session, safe against concurrent writers: `update` gets the
+   * stored session and returns the new one; when another write landed after the read,
+   * `update` runs again on the newer session. Keeps the session alive. Resolves to whether
+   * it wrote.
+   */
+  updateSession(sid: string, update: SessionUpdate): Promise<boolean>;
+}
+
+/** Stream history as the WebSocket side reads it (replay on subscribe and on `history`). */
+export interface HistoryReader {
+  /** Messages after `offset` under `epoch`, in order; throws `HistoryError` when it cannot serve them all. */
+  historyFrom(stream: string, epoch: string, offset: number): Promise<StreamMessage[]>;
+  /** Retained messages with a timestamp `>=` `tsSeconds`, in order. */
+  historySince(stream: string, tsSeconds: number): Promise<StreamMessage[]>;
+  /** When each of `streams` last had a message appended (ms since the epoch), where known (optional). */
+  lastBroadcastAt?(streams: readonly string[]): Promise<Map<string, number>>;
+}
+
 /** Options shared by the history-keeping brokers. */
 export interface BrokerOptions {
   /** Receives numbered messages and commands. */
