@@ -20,6 +20,10 @@ export {
   STREAM_INDEX,
 } from './adapters/aws/dynamodb/connections.js';
 export {
+  DynamoHistoryReader,
+  type DynamoHistoryReaderOptions,
+} from './adapters/aws/dynamodb/history.js';
+export {
   createOutbox,
   DynamoOutbox,
   type DynamoOutboxOptions,
@@ -31,6 +35,10 @@ export {
   writeToOutbox,
 } from './adapters/aws/dynamodb/outbox.js';
 export { DynamoSchemaRegistry } from './adapters/aws/dynamodb/schema-registry.js';
+export {
+  DynamoSessionCache,
+  type DynamoSessionCacheOptions,
+} from './adapters/aws/dynamodb/sessions.js';
 export {
   type BatchConsumerOptions,
   type ConsumedMessage,

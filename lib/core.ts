@@ -15,7 +15,9 @@ export {
   type BrokerOptions,
   type Cacheable,
   defaultBrokerConfig,
+  type HistoryReader,
   type RemoteCommandMessage,
+  type SessionCache,
   type SessionUpdate,
   type StreamMessage,
 } from './broker/types.js';

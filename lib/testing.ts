@@ -4,7 +4,7 @@
  */
 
 export { MemoryAckStore } from './adapters/memory/ack-store.js';
-export { MemoryBroker } from './adapters/memory/broker.js';
+export { MemoryBroker, type MemoryBrokerOptions } from './adapters/memory/broker.js';
 export { MemoryConnectionApi, type PostedFrame } from './adapters/memory/connection-api.js';
 export { MemoryConnectionStore } from './adapters/memory/connections.js';
 export {
@@ -16,3 +16,4 @@ export {
 } from './adapters/memory/messaging.js';
 export { MemoryOutbox, MemoryTransaction } from './adapters/memory/outbox.js';
 export { MemorySchemaRegistry } from './adapters/memory/schema-registry.js';
+export { MemorySessionCache, type MemorySessionCacheOptions } from './adapters/memory/sessions.js';

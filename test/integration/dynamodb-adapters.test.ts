@@ -5,6 +5,7 @@ import {
   DynamoBroker,
   DynamoConnectionStore,
   DynamoSchemaRegistry,
+  DynamoSessionCache,
   SchemaCompatibilityError,
 } from '../../lib';
 import { brokerContract } from '../contract/broker';
@@ -25,6 +26,25 @@ brokerContract('DynamoBroker', async ({ broadcaster, config, clock }) => {
     client: res.dynamodb,
     historyTable: res.tables.history,
     sessionsTable: res.tables.sessions,
+    broadcaster,
+    config,
+    clock,
+  });
+});
+
+brokerContract('DynamoBroker over a DynamoSessionCache given to it', async (o) => {
+  const res = await resources();
+  const { broadcaster, config, clock } = o;
+  const sessions = new DynamoSessionCache({
+    client: res.dynamodb,
+    tableName: res.tables.sessions,
+    config,
+    clock,
+  });
+  return new DynamoBroker({
+    client: res.dynamodb,
+    historyTable: res.tables.history,
+    sessions,
     broadcaster,
     config,
     clock,

@@ -4,12 +4,17 @@ import {
   HistoryError,
   LegacyBroker,
   MemoryBroker,
+  MemorySessionCache,
   StreamsTracker,
 } from '../../lib';
 import { brokerContract } from '../contract/broker';
 import { RecordingBroadcaster } from '../helpers/broadcaster';
 
 brokerContract('MemoryBroker', (o) => new MemoryBroker(o));
+brokerContract(
+  'MemoryBroker over a MemorySessionCache of its own',
+  (o) => new MemoryBroker({ ...o, sessions: new MemorySessionCache(o) }),
+);
 
 describe('defaultBrokerConfig', () => {
   it('is 300 s history, 100 messages, 300 s sessions', () => {

@@ -1,6 +1,5 @@
 import { SubscriptionTracking } from '../../broker/base.js';
 import {
-  activeSessionExpiry,
   describeBroker,
   historyFromRetained,
   isRetained,
@@ -17,21 +16,12 @@ import {
   type BrokerOptions,
   type Cacheable,
   defaultBrokerConfig,
+  type SessionCache,
   type SessionUpdate,
   type StreamMessage,
 } from '../../broker/types.js';
 import { type Clock, systemClock } from '../../kernel/clock.js';
-import { LambdacableError } from '../../kernel/errors.js';
-
-/** Tries of {@link MemoryBroker.updateSession} before it gives up under contention. */
-const SESSION_UPDATE_ATTEMPTS = 25;
-
-interface MemorySession {
-  data: Uint8Array;
-  expiresAt: number;
-  /** Bumped by every commit: an update writes only over the version it read. */
-  version: number;
-}
+import { MemorySessionCache } from './sessions.js';
 
 interface MemoryStream {
   meta: StreamMeta;
@@ -42,17 +32,25 @@ interface MemoryStream {
   lastAt?: number;
 }
 
+/** Options of {@link MemoryBroker}. */
+export interface MemoryBrokerOptions extends BrokerOptions {
+  /** Where sessions live. @default a {@link MemorySessionCache} with this broker's config and clock */
+  readonly sessions?: SessionCache;
+}
+
 /** A broker keeping history and sessions in process memory (one node, tests, local runs). */
 export class MemoryBroker extends SubscriptionTracking implements Broker {
   private readonly config: BrokerConfig;
   private readonly clock: Clock;
   private readonly streams = new Map<string, MemoryStream>();
-  private readonly sessions = new Map<string, MemorySession>();
+  private readonly sessions: SessionCache;
 
-  constructor(options: BrokerOptions) {
+  constructor(options: MemoryBrokerOptions) {
     super(options.broadcaster);
     this.config = resolveBrokerConfig(defaultBrokerConfig(), options.config);
     this.clock = options.clock ?? systemClock;
+    this.sessions =
+      options.sessions ?? new MemorySessionCache({ config: this.config, clock: this.clock });
   }
 
   async start(): Promise<void> {}
@@ -135,50 +133,19 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
   }
 
   async commitSession(sid: string, session: Cacheable): Promise<void> {
-    const data = await session.toCacheEntry();
-    this.storeSession(sid, data);
+    await this.sessions.commitSession(sid, session);
   }
 
   async restoreSession(sid: string): Promise<Uint8Array | null> {
-    return this.liveSession(sid)?.data ?? null;
+    return this.sessions.restoreSession(sid);
   }
 
   async updateSession(sid: string, update: SessionUpdate): Promise<boolean> {
-    for (let attempt = 1; attempt <= SESSION_UPDATE_ATTEMPTS; attempt++) {
-      // The data and its version are read together, with no await in between.
-      const current = this.liveSession(sid);
-      const version = current?.version ?? 0;
-      const next = await update(current?.data ?? null);
-      if (!next) return false;
-      const data = await next.toCacheEntry();
-      if ((this.sessions.get(sid)?.version ?? 0) !== version) continue;
-      this.storeSession(sid, data);
-      return true;
-    }
-    throw new LambdacableError(
-      `session ${sid} was not updated: ${SESSION_UPDATE_ATTEMPTS} attempts met concurrent writes`,
-    );
+    return this.sessions.updateSession(sid, update);
   }
 
   async finishSession(sid: string): Promise<void> {
-    const session = this.sessions.get(sid);
-    if (!session) return;
-    session.expiresAt = this.clock.now() + this.config.sessionsTtl * 1000;
-  }
-
-  private storeSession(sid: string, data: Uint8Array): void {
-    const version = (this.sessions.get(sid)?.version ?? 0) + 1;
-    const expiresAt = activeSessionExpiry(this.clock.now(), this.config);
-    this.sessions.set(sid, { data, expiresAt, version });
-  }
-
-  private liveSession(sid: string): MemorySession | undefined {
-    const session = this.sessions.get(sid);
-    if (session && session.expiresAt <= this.clock.now()) {
-      this.sessions.delete(sid);
-      return undefined;
-    }
-    return session;
+    await this.sessions.finishSession(sid);
   }
 
   private retained(s: MemoryStream | undefined): StoredMessage[] {

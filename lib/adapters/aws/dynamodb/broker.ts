@@ -32,20 +32,29 @@ import {
   type BrokerConfig,
   type Cacheable,
   defaultBrokerConfig,
+  type SessionCache,
   type SessionUpdate,
   type StreamMessage,
 } from '../../../broker/types.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
-import { AwsResourceError } from '../../../kernel/errors.js';
+import { AwsResourceError, ConfigError } from '../../../kernel/errors.js';
 import { MAX_STREAM_BYTES, utf8Bytes } from '../../../kernel/limits.js';
+import { awsCall } from '../call.js';
+import { DynamoHistoryReader, META } from './history.js';
+import { DynamoSessionCache } from './sessions.js';
 
 /** Options of {@link DynamoBroker}. */
 export interface DynamoBrokerOptions {
   readonly client: DynamoDBClient;
   /** The `history` table: `pk` = stream, `sk` = offset; `sk` 0 is the stream's meta item. */
   readonly historyTable: string;
-  /** The `sessions` table: `pk` = sid. */
-  readonly sessionsTable: string;
+  /**
+   * Where sessions live: a {@link DynamoSessionCache} shared with the fan-out (which finishes
+   * the sessions of gone connections). Give it or {@link sessionsTable}.
+   */
+  readonly sessions?: SessionCache;
+  /** The `sessions` table (`pk` = sid) to build the session cache on, when `sessions` is not given. */
+  readonly sessionsTable?: string;
   readonly broadcaster: Broadcaster;
   /** @default {@link defaultBrokerConfig} */
   readonly config?: Partial<BrokerConfig>;
@@ -53,13 +62,8 @@ export interface DynamoBrokerOptions {
   readonly clock?: Clock;
 }
 
-const META = '0';
-/** Keys per BatchGetItem, the DynamoDB maximum. */
-const BATCH_GET_KEYS = 100;
 /** Streams whose meta item an instance remembers from its own last append. */
 const META_CACHE_STREAMS = 10_000;
-/** Tries of {@link DynamoBroker.updateSession} before it gives up under contention. */
-const SESSION_UPDATE_ATTEMPTS = 25;
 
 /**
  * The broker on DynamoDB: per-stream meta item (epoch created first-writer-wins by
@@ -71,6 +75,8 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
   private readonly config: BrokerConfig;
   private readonly clock: Clock;
   private readonly client: DynamoDBClient;
+  private readonly sessions: SessionCache;
+  private readonly history: DynamoHistoryReader;
   /**
    * The meta item each stream has after this instance's last append to it, so that the next
    * append needs no read: the append's transaction is conditioned on that counter, so a
@@ -83,6 +89,27 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
     this.config = resolveBrokerConfig(defaultBrokerConfig(), options.config);
     this.clock = options.clock ?? systemClock;
     this.client = options.client;
+    this.sessions = options.sessions ?? this.sessionCache(options.sessionsTable);
+    this.history = new DynamoHistoryReader({
+      client: this.client,
+      tableName: options.historyTable,
+      config: this.config,
+      clock: this.clock,
+    });
+  }
+
+  private sessionCache(tableName: string | undefined): SessionCache {
+    if (!tableName) {
+      throw new ConfigError('DynamoBroker needs sessions or sessionsTable', {
+        variable: 'sessionsTable',
+      });
+    }
+    return new DynamoSessionCache({
+      client: this.client,
+      tableName,
+      config: this.config,
+      clock: this.clock,
+    });
   }
 
   async start(): Promise<void> {}
@@ -105,7 +132,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
     const now = this.clock.now();
     const table = this.options.historyTable;
     this.metaCache.delete(msg.stream);
-    const meta = await this.call('UpdateItem', table, msg.stream, () =>
+    const meta = await awsCall('UpdateItem', table, [msg.stream], () =>
       this.client.send(
         new UpdateItemCommand({
           TableName: table,
@@ -124,7 +151,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
     );
     const offset = Number(meta.Attributes?.lastOffset?.N);
     const epoch = meta.Attributes?.epoch?.S ?? '';
-    await this.call('PutItem', table, msg.stream, () =>
+    await awsCall('PutItem', table, [msg.stream], () =>
       this.client.send(
         new PutItemCommand({ TableName: table, Item: this.messageItem(msg, offset, now) }),
       ),
@@ -144,7 +171,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       const cached = attempt === 1 ? this.metaCache.get(msg.stream) : undefined;
       const current = cached
         ? { Item: cached }
-        : await this.call('GetItem', table, msg.stream, () =>
+        : await awsCall('GetItem', table, [msg.stream], () =>
             this.client.send(
               new GetItemCommand({
                 TableName: table,
@@ -161,7 +188,8 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       if (redelivery === 'last') return;
       // Older than the last appended: a duplicate if a retained message carries it, else a
       // message that never made it (redriven from the DLQ), appended now at the end.
-      if (redelivery === 'older' && (await this.hasSource(msg.stream, source, last))) return;
+      if (redelivery === 'older' && (await this.history.hasSource(msg.stream, source, last)))
+        return;
       const offset = last + 1;
       const now = this.clock.now();
       try {
@@ -255,262 +283,30 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
   }
 
   async historyFrom(stream: string, epoch: string, offset: number): Promise<StreamMessage[]> {
-    const meta = await this.meta(stream);
-    if (!meta || meta.epoch !== epoch || offset >= meta.lastOffset) {
-      return historyFromRetained(stream, meta, epoch, offset, []);
-    }
-    const from = Math.max(offset + 1, lowestRetainedOffset(meta, this.config));
-    const retained = await this.retained(stream, meta, from);
-    return historyFromRetained(stream, meta, epoch, offset, retained);
+    return this.history.historyFrom(stream, epoch, offset);
   }
 
   async historySince(stream: string, tsSeconds: number): Promise<StreamMessage[]> {
-    const meta = await this.meta(stream);
-    if (!meta) return [];
-    const retained = await this.retained(stream, meta, lowestRetainedOffset(meta, this.config));
-    return retained
-      .filter((m) => m.timestamp >= tsSeconds * 1000)
-      .map((m) => toStreamMessage(stream, meta.epoch, m));
+    return this.history.historySince(stream, tsSeconds);
   }
 
-  /**
-   * The streams' `lastAt` from their meta items: BatchGetItem, 100 keys a request,
-   * eventually consistent (the pinger reads again after a while anyway). Keys DynamoDB
-   * leaves unprocessed are asked again with back-off; a stream still unread after that is
-   * left out, as if it had no broadcast (its subscribers are pinged).
-   */
   async lastBroadcastAt(streams: readonly string[]): Promise<Map<string, number>> {
-    const table = this.options.historyTable;
-    const out = new Map<string, number>();
-    // BatchGetItem refuses duplicate keys; a name over the limit was never appended.
-    const names = [...new Set(streams)].filter((s) => s !== '' && utf8Bytes(s) <= MAX_STREAM_BYTES);
-    for (let i = 0; i < names.length; i += BATCH_GET_KEYS) {
-      const chunk = names.slice(i, i + BATCH_GET_KEYS);
-      const id = chunk.length > 1 ? `${chunk[0]} and ${chunk.length - 1} more` : String(chunk[0]);
-      let keys: Record<string, AttributeValue>[] = chunk.map((stream) => ({
-        pk: { S: stream },
-        sk: { N: META },
-      }));
-      for (let attempt = 0; keys.length > 0 && attempt < 8; attempt++) {
-        const request = keys;
-        const res = await this.call('BatchGetItem', table, id, () =>
-          this.client.send(
-            new BatchGetItemCommand({
-              RequestItems: {
-                [table]: {
-                  Keys: request,
-                  ProjectionExpression: 'pk, lastAt',
-                  ConsistentRead: false,
-                },
-              },
-            }),
-          ),
-        );
-        for (const item of res.Responses?.[table] ?? []) {
-          const stream = item.pk?.S;
-          const lastAt = item.lastAt?.N;
-          if (stream !== undefined && lastAt !== undefined) out.set(stream, Number(lastAt));
-        }
-        keys = res.UnprocessedKeys?.[table]?.Keys ?? [];
-        if (keys.length > 0) await new Promise((r) => setTimeout(r, 25 * 2 ** attempt));
-      }
-    }
-    return out;
+    return this.history.lastBroadcastAt(streams);
   }
 
   async commitSession(sid: string, session: Cacheable): Promise<void> {
-    const data = await session.toCacheEntry();
-    const expiresAt = activeSessionExpiry(this.clock.now(), this.config) / 1000;
-    await this.call('PutItem', this.options.sessionsTable, sid, () =>
-      this.client.send(
-        new PutItemCommand({
-          TableName: this.options.sessionsTable,
-          Item: this.sessionItem(sid, data, expiresAt),
-        }),
-      ),
-    );
+    await this.sessions.commitSession(sid, session);
   }
 
   async restoreSession(sid: string): Promise<Uint8Array | null> {
-    return (await this.readSession(sid)).data;
+    return this.sessions.restoreSession(sid);
   }
 
-  /**
-   * Optimistic concurrency on the session item's `version`, a token every write replaces:
-   * the write is conditioned on the version read, and a write that lost the race reads
-   * again and retries.
-   */
   async updateSession(sid: string, update: SessionUpdate): Promise<boolean> {
-    const table = this.options.sessionsTable;
-    for (let attempt = 1; ; attempt++) {
-      const current = await this.readSession(sid);
-      const next = await update(current.data);
-      if (!next) return false;
-      const data = await next.toCacheEntry();
-      const expiresAt = activeSessionExpiry(this.clock.now(), this.config) / 1000;
-      try {
-        await this.client.send(
-          new PutItemCommand({
-            TableName: table,
-            Item: this.sessionItem(sid, data, expiresAt),
-            ConditionExpression:
-              current.version === undefined ? 'attribute_not_exists(#version)' : '#version = :v',
-            ExpressionAttributeNames: { '#version': 'version' },
-            ...(current.version === undefined
-              ? {}
-              : { ExpressionAttributeValues: { ':v': { S: current.version } } }),
-          }),
-        );
-        return true;
-      } catch (error) {
-        if (error instanceof ConditionalCheckFailedException && attempt < SESSION_UPDATE_ATTEMPTS) {
-          // Spreads writers that keep colliding (a client subscribing to many streams at once).
-          await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
-          continue;
-        }
-        throw new AwsResourceError(
-          `PutItem on ${table} failed for ${sid} after ${attempt} attempts: ${(error as Error).name}`,
-          { resource: table, ids: [sid], cause: error },
-        );
-      }
-    }
-  }
-
-  /** A session item with a new version token. */
-  private sessionItem(sid: string, data: Uint8Array, expiresAt: number) {
-    return {
-      pk: { S: sid },
-      data: { B: data },
-      expiresAt: { N: String(expiresAt) },
-      version: { S: randomUUID() },
-    };
-  }
-
-  /** The live session's data (`null` when unknown or expired) and the item's version. */
-  private async readSession(sid: string): Promise<{ data: Uint8Array | null; version?: string }> {
-    const out = await this.call('GetItem', this.options.sessionsTable, sid, () =>
-      this.client.send(
-        new GetItemCommand({
-          TableName: this.options.sessionsTable,
-          Key: { pk: { S: sid } },
-          ConsistentRead: true,
-        }),
-      ),
-    );
-    const item = out.Item;
-    const data = item?.data?.B;
-    const version = item?.version?.S;
-    const live = data !== undefined && Number(item?.expiresAt?.N) * 1000 > this.clock.now();
-    return { data: live ? data : null, ...(version === undefined ? {} : { version }) };
+    return this.sessions.updateSession(sid, update);
   }
 
   async finishSession(sid: string): Promise<void> {
-    const expiresAt = (this.clock.now() + this.config.sessionsTtl * 1000) / 1000;
-    try {
-      await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.options.sessionsTable,
-          Key: { pk: { S: sid } },
-          UpdateExpression: 'SET expiresAt = :e',
-          ConditionExpression: 'attribute_exists(pk)',
-          ExpressionAttributeValues: { ':e': { N: String(expiresAt) } },
-        }),
-      );
-    } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) return;
-      throw new AwsResourceError(`UpdateItem on ${this.options.sessionsTable} failed for ${sid}`, {
-        resource: this.options.sessionsTable,
-        ids: [sid],
-        cause: error,
-      });
-    }
-  }
-
-  private async meta(stream: string): Promise<StreamMeta | undefined> {
-    const out = await this.call('GetItem', this.options.historyTable, stream, () =>
-      this.client.send(
-        new GetItemCommand({
-          TableName: this.options.historyTable,
-          Key: { pk: { S: stream }, sk: { N: META } },
-          ConsistentRead: true,
-        }),
-      ),
-    );
-    const epoch = out.Item?.epoch?.S;
-    if (!epoch) return undefined;
-    return { epoch, lastOffset: Number(out.Item?.lastOffset?.N ?? '0') };
-  }
-
-  /** Whether one of the stream's retained messages was appended from `source`. */
-  private async hasSource(stream: string, source: string, last: number): Promise<boolean> {
-    const table = this.options.historyTable;
-    const out = await this.call('Query', table, stream, () =>
-      this.client.send(
-        new QueryCommand({
-          TableName: table,
-          KeyConditionExpression: 'pk = :s AND sk BETWEEN :from AND :to',
-          FilterExpression: '#source = :source',
-          ExpressionAttributeNames: { '#source': 'source' },
-          ExpressionAttributeValues: {
-            ':s': { S: stream },
-            ':from': { N: String(Math.max(1, last - this.config.historyLimit + 1)) },
-            ':to': { N: String(last) },
-            ':source': { N: source },
-          },
-          ConsistentRead: true,
-        }),
-      ),
-    );
-    return (out.Items?.length ?? 0) > 0;
-  }
-
-  private async retained(stream: string, meta: StreamMeta, from: number): Promise<StoredMessage[]> {
-    const out: StoredMessage[] = [];
-    const pages = paginateQuery(
-      { client: this.client },
-      {
-        TableName: this.options.historyTable,
-        KeyConditionExpression: 'pk = :s AND sk BETWEEN :from AND :to',
-        FilterExpression: 'expiresAt > :now',
-        ExpressionAttributeValues: {
-          ':s': { S: stream },
-          ':from': { N: String(from) },
-          ':to': { N: String(meta.lastOffset) },
-          ':now': { N: String(this.clock.now() / 1000) },
-        },
-        ConsistentRead: true,
-      },
-    );
-    try {
-      for await (const page of pages) {
-        for (const item of page.Items ?? []) {
-          out.push({
-            offset: Number(item.sk?.N),
-            data: item.data?.S ?? '',
-            timestamp: Number(item.ts?.N),
-            expiresAt: Number(item.expiresAt?.N) * 1000,
-          });
-        }
-      }
-    } catch (cause) {
-      throw new AwsResourceError(`Query on ${this.options.historyTable} failed for ${stream}`, {
-        resource: this.options.historyTable,
-        ids: [stream],
-        cause,
-      });
-    }
-    return out;
-  }
-
-  private async call<T>(op: string, table: string, id: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (cause) {
-      throw new AwsResourceError(`${op} on ${table} failed for ${id}`, {
-        resource: table,
-        ids: [id],
-        cause,
-      });
-    }
+    await this.sessions.finishSession(sid);
   }
 }
