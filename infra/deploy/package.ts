@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { LambdacableError } from '../../lib/core';
 
 /** The minified bundle a function should stay within, with the SDK from the runtime. */
 export const BUNDLE_BUDGET_BYTES = 150 * 1024;
@@ -40,7 +41,7 @@ export async function artifactSizes(dir: string): Promise<ArtifactSize[]> {
 /** The central directory of a zip: file names and uncompressed sizes. */
 function zipEntries(zip: Buffer): { name: string; size: number }[] {
   const end = zip.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
-  if (end < 0) throw new Error('not a zip file: no end of central directory');
+  if (end < 0) throw new LambdacableError('not a zip file: no end of central directory');
   const count = zip.readUInt16LE(end + 10);
   let offset = zip.readUInt32LE(end + 16);
   const entries: { name: string; size: number }[] = [];

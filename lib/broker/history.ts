@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { HistoryError } from '../kernel/errors.js';
+import { ConfigError, HistoryError, MessageFormatError } from '../kernel/errors.js';
 import type { BrokerConfig, StreamMessage } from './types.js';
 
 /** A stream's epoch and the last offset handed out under it. */
@@ -88,7 +88,9 @@ export function resolveBrokerConfig(
   const config = { ...defaults, ...overrides };
   for (const [name, value] of Object.entries(config)) {
     if (!Number.isFinite(value) || value <= 0) {
-      throw new RangeError(`broker config ${name} must be a positive number, got: ${value}`);
+      throw new ConfigError(`broker config ${name} must be a positive number, got: ${value}`, {
+        variable: name,
+      });
     }
   }
   return config;
@@ -111,7 +113,7 @@ export function describeBroker(kind: string, config: BrokerConfig): string {
  */
 export function redeliveryOf(source: string, last: string | undefined): 'last' | 'older' | false {
   if (!/^\d+$/.test(source)) {
-    throw new TypeError(`sourceOffset must be a decimal string, got: ${source}`);
+    throw new MessageFormatError(`sourceOffset must be a decimal string, got: ${source}`);
   }
   if (last === undefined) return false;
   const s = BigInt(source);

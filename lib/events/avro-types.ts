@@ -2,6 +2,7 @@ import type avro from 'avsc';
 // The types-only entry (`Type`, `types`) is all events need, and a third of the package:
 // the Lambda bundles that decode events stay small.
 import avsc from 'avsc/etc/browser/avsc-types.js';
+import { AvroValueError } from '../kernel/errors.js';
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
@@ -18,7 +19,7 @@ function toBigInt(value: unknown): bigint {
   if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt(value);
   // Decimal strings come from `fromString`/`clone` of values beyond 2^53 (see `toJSON`).
   if (typeof value === 'string' && /^-?\d+$/.test(value)) return BigInt(value);
-  throw new TypeError(`not an Avro long: ${String(value)}`);
+  throw new AvroValueError(`not an Avro long: ${String(value)}`, { avroType: 'long' });
 }
 
 // Pure: a bundle that never builds an Avro type drops this (and avsc).
@@ -38,7 +39,9 @@ export const BigIntLongType: avro.types.LongType = /* @__PURE__ */ avsc.types.Lo
   },
   fromJSON: (json: unknown) => {
     const value = toBigInt(json);
-    if (!isLong(value)) throw new RangeError(`not an Avro long (int64): ${value}`);
+    if (!isLong(value)) {
+      throw new AvroValueError(`not an Avro long (int64): ${value}`, { avroType: 'long' });
+    }
     return value;
   },
   toJSON: (value: bigint | number) => {

@@ -1,5 +1,5 @@
 import type avro from 'avsc';
-import { UnknownEventTypeError } from '../kernel/errors.js';
+import { ConfigError, UnknownEventTypeError } from '../kernel/errors.js';
 import { avroType as toAvroType } from './avro-types.js';
 
 /** An Avro record schema; `name` defaults to the event name. */
@@ -73,8 +73,9 @@ export function defineEvent<T>(definition: EventDefinition<T>): EventType<T> {
   const schema = { name: definition.name, ...definition.schema } as unknown as avro.Schema;
   const avroType = toAvroType(schema);
   if (avroType.name !== definition.name) {
-    throw new TypeError(
+    throw new ConfigError(
       `event ${definition.name}: schema name must be the event name, got: ${avroType.name}`,
+      { variable: 'schema.name' },
     );
   }
   const type: EventType<T> = {
@@ -111,7 +112,11 @@ export class EventTopics {
   /** Registers `type` on `topic` (default: the type's own topic). */
   register<T>(type: EventType<T>, topic?: string): this {
     const resolved = topic ?? type.topic;
-    if (!resolved) throw new TypeError(`event ${type.name} has no topic: pass one to register`);
+    if (!resolved) {
+      throw new ConfigError(`event ${type.name} has no topic: pass one to register`, {
+        variable: 'topic',
+      });
+    }
     this.byName.set(type.name, { type: type as unknown as EventType<unknown>, topic: resolved });
     return this;
   }

@@ -1,6 +1,6 @@
 import { appendFile } from 'node:fs/promises';
 import { type Clock, systemClock } from '../kernel/clock.js';
-import { EventSenderError } from '../kernel/errors.js';
+import { ConfigError, EventSenderError } from '../kernel/errors.js';
 import type { Producer } from '../messaging/types.js';
 import type { OutboxRecord, TxOutbox } from '../outbox/types.js';
 import { AvroCodec } from './avro.js';
@@ -103,7 +103,9 @@ class BufferedEventSender<Tx> implements EventSender<Tx> {
   ) {
     this.bufferSize = options.bufferSize ?? 1024;
     if (!Number.isInteger(this.bufferSize) || this.bufferSize < 1) {
-      throw new RangeError(`bufferSize must be a positive integer, got: ${options.bufferSize}`);
+      throw new ConfigError(`bufferSize must be a positive integer, got: ${options.bufferSize}`, {
+        variable: 'bufferSize',
+      });
     }
     this.clock = options.clock ?? systemClock;
     this.onError =

@@ -145,8 +145,12 @@ export class ProtocolError extends LambdacableError {
   }
 }
 
-/** A setting with a value that cannot be used; names the variable and what was expected. */
+/**
+ * A setting with a value that cannot be used (an environment variable, a constructor option,
+ * an event definition); names the setting and what was expected.
+ */
 export class ConfigError extends LambdacableError {
+  /** The variable or option at fault. */
   readonly variable: string;
   constructor(message: string, fields: { variable: string }) {
     super(message);
@@ -177,6 +181,17 @@ export class LimitExceededError extends LambdacableError {
     this.bytes = fields.bytes;
     this.limit = fields.limit;
     this.kind = fields.kind;
+  }
+}
+
+/** A value an Avro type cannot represent (a `long` outside int64, say). */
+export class AvroValueError extends LambdacableError {
+  /** The Avro type that refused the value. */
+  readonly avroType: string;
+  constructor(message: string, fields: { avroType: string }) {
+    super(message);
+    this.name = 'AvroValueError';
+    this.avroType = fields.avroType;
   }
 }
 
