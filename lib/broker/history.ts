@@ -96,9 +96,12 @@ export function resolveBrokerConfig(
   return config;
 }
 
+/** API Gateway's longest WebSocket connection, in seconds (2 h). */
+const MAX_CONNECTION_SECONDS = 7200;
+
 /** How long a session that was committed but never finished is kept: API Gateway's 2 h maximum plus the TTL. */
 export function activeSessionExpiry(now: number, config: BrokerConfig): number {
-  return now + (7200 + config.sessionsTtl) * 1000;
+  return now + (MAX_CONNECTION_SECONDS + config.sessionsTtl) * 1000;
 }
 
 /** Describes a broker for the startup log. */

@@ -13,6 +13,7 @@ import {
   TransactWriteItemsCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { SubscriptionTracking } from '../../../broker/base.js';
 import {
   activeSessionExpiry,
@@ -40,7 +41,7 @@ import { type Clock, systemClock } from '../../../kernel/clock.js';
 import { AwsResourceError, ConfigError } from '../../../kernel/errors.js';
 import { MAX_STREAM_BYTES, utf8Bytes } from '../../../kernel/limits.js';
 import { awsCall } from '../call.js';
-import { DynamoHistoryReader, META } from './history.js';
+import { DynamoHistoryReader, metaKey } from './history.js';
 import { DynamoSessionCache } from './sessions.js';
 
 /** Options of {@link DynamoBroker}. */
@@ -62,6 +63,8 @@ export interface DynamoBrokerOptions {
   readonly clock?: Clock;
 }
 
+/** Tries of an append whose transaction lost the race for the stream's counter. */
+const APPEND_ATTEMPTS = 5;
 /** Streams whose meta item an instance remembers from its own last append. */
 const META_CACHE_STREAMS = 10_000;
 
@@ -136,15 +139,15 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       this.client.send(
         new UpdateItemCommand({
           TableName: table,
-          Key: { pk: { S: msg.stream }, sk: { N: META } },
+          Key: metaKey(msg.stream),
           UpdateExpression:
             'SET lastOffset = if_not_exists(lastOffset, :zero) + :one, epoch = if_not_exists(epoch, :epoch), lastAt = :now',
-          ExpressionAttributeValues: {
-            ':zero': { N: '0' },
-            ':one': { N: '1' },
-            ':epoch': { S: newEpoch() },
-            ':now': { N: String(now) },
-          },
+          ExpressionAttributeValues: marshall({
+            ':zero': 0,
+            ':one': 1,
+            ':epoch': newEpoch(),
+            ':now': now,
+          }),
           ReturnValues: 'ALL_NEW',
         }),
       ),
@@ -175,7 +178,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
             this.client.send(
               new GetItemCommand({
                 TableName: table,
-                Key: { pk: { S: msg.stream }, sk: { N: META } },
+                Key: metaKey(msg.stream),
                 ConsistentRead: true,
               }),
             ),
@@ -199,7 +202,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
               {
                 Update: {
                   TableName: table,
-                  Key: { pk: { S: msg.stream }, sk: { N: META } },
+                  Key: metaKey(msg.stream),
                   UpdateExpression:
                     'SET lastOffset = :offset, epoch = :epoch, #source = :source, lastAt = :now',
                   ConditionExpression: current.Item
@@ -207,12 +210,15 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
                     : 'attribute_not_exists(lastOffset)',
                   ExpressionAttributeNames: { '#source': 'source' },
                   ExpressionAttributeValues: {
-                    ':offset': { N: String(offset) },
-                    ':epoch': { S: epoch },
-                    // The stream's source position only moves forward.
+                    ...marshall({
+                      ':offset': offset,
+                      ':epoch': epoch,
+                      ':now': now,
+                      ...(current.Item ? { ':last': last } : {}),
+                    }),
+                    // The stream's source position only moves forward. Raw: a stream
+                    // sequence number is past 2^53, and marshall would make it a string.
                     ':source': { N: redelivery === 'older' ? stored! : source },
-                    ':now': { N: String(now) },
-                    ...(current.Item ? { ':last': { N: String(last) } } : {}),
                   },
                 },
               },
@@ -228,17 +234,15 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       } catch (error) {
         this.metaCache.delete(msg.stream);
         // Another writer moved the counter between the read and the write: read again.
-        if (error instanceof TransactionCanceledException && attempt < 5) continue;
+        if (error instanceof TransactionCanceledException && attempt < APPEND_ATTEMPTS) continue;
         throw new AwsResourceError(
           `TransactWriteItems on ${table} failed for ${msg.stream}: ${(error as Error).name}`,
           { resource: table, ids: [msg.stream], cause: error },
         );
       }
       this.remember(msg.stream, {
-        pk: { S: msg.stream },
-        sk: { N: META },
-        lastOffset: { N: String(offset) },
-        epoch: { S: epoch },
+        ...metaKey(msg.stream),
+        ...marshall({ lastOffset: offset, epoch }),
         source: { N: redelivery === 'older' ? stored! : source },
       });
       await this.appended(msg, offset, epoch);
@@ -254,14 +258,10 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
     }
   }
 
+  /** A message item: `ts` in ms, `expiresAt` in seconds (DynamoDB TTL). */
   private messageItem(msg: StreamMessage, offset: number, now: number) {
-    return {
-      pk: { S: msg.stream },
-      sk: { N: String(offset) },
-      data: { S: msg.data },
-      ts: { N: String(now) },
-      expiresAt: { N: String((now + this.config.historyTtl * 1000) / 1000) },
-    };
+    const expiresAt = (now + this.config.historyTtl * 1000) / 1000;
+    return marshall({ pk: msg.stream, sk: offset, data: msg.data, ts: now, expiresAt });
   }
 
   /** Evicts the message the limit pushed out, then broadcasts the appended one. */
@@ -274,7 +274,7 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
         .send(
           new DeleteItemCommand({
             TableName: table,
-            Key: { pk: { S: msg.stream }, sk: { N: String(evicted) } },
+            Key: marshall({ pk: msg.stream, sk: evicted }),
           }),
         )
         .catch(() => undefined);

@@ -6,6 +6,7 @@ import {
   paginateQuery,
   QueryCommand,
 } from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import {
   historyFromRetained,
   lowestRetainedOffset,
@@ -37,7 +38,15 @@ export interface DynamoHistoryReaderOptions {
 }
 
 /** The sort key of a stream's meta item. */
-export const META = '0';
+const META = 0;
+/** The tries of a BatchGetItem's unprocessed keys, and the first back-off between them (ms). */
+const BATCH_GET_ATTEMPTS = 8;
+const BATCH_GET_BACKOFF_MS = 25;
+
+/** The key of a stream's meta item (`sk` 0: offsets start at 1). */
+export function metaKey(stream: string): Record<string, AttributeValue> {
+  return marshall({ pk: stream, sk: META });
+}
 /** Keys per BatchGetItem, the DynamoDB maximum. */
 const BATCH_GET_KEYS = 100;
 
@@ -92,11 +101,8 @@ export class DynamoHistoryReader implements HistoryReader {
     for (let i = 0; i < names.length; i += BATCH_GET_KEYS) {
       const chunk = names.slice(i, i + BATCH_GET_KEYS);
       const id = chunk.length > 1 ? `${chunk[0]} and ${chunk.length - 1} more` : String(chunk[0]);
-      let keys: Record<string, AttributeValue>[] = chunk.map((stream) => ({
-        pk: { S: stream },
-        sk: { N: META },
-      }));
-      for (let attempt = 0; keys.length > 0 && attempt < 8; attempt++) {
+      let keys: Record<string, AttributeValue>[] = chunk.map(metaKey);
+      for (let attempt = 0; keys.length > 0 && attempt < BATCH_GET_ATTEMPTS; attempt++) {
         const request = keys;
         const res = await awsCall('BatchGetItem', table, [id], () =>
           this.client.send(
@@ -117,7 +123,8 @@ export class DynamoHistoryReader implements HistoryReader {
           if (stream !== undefined && lastAt !== undefined) out.set(stream, Number(lastAt));
         }
         keys = res.UnprocessedKeys?.[table]?.Keys ?? [];
-        if (keys.length > 0) await new Promise((r) => setTimeout(r, 25 * 2 ** attempt));
+        if (keys.length > 0)
+          await new Promise((r) => setTimeout(r, BATCH_GET_BACKOFF_MS * 2 ** attempt));
       }
     }
     return out;
@@ -128,7 +135,7 @@ export class DynamoHistoryReader implements HistoryReader {
       this.client.send(
         new GetItemCommand({
           TableName: this.table,
-          Key: { pk: { S: stream }, sk: { N: META } },
+          Key: metaKey(stream),
           ConsistentRead: true,
         }),
       ),
@@ -149,9 +156,12 @@ export class DynamoHistoryReader implements HistoryReader {
           FilterExpression: '#source = :source',
           ExpressionAttributeNames: { '#source': 'source' },
           ExpressionAttributeValues: {
-            ':s': { S: stream },
-            ':from': { N: String(Math.max(1, last - this.config.historyLimit + 1)) },
-            ':to': { N: String(last) },
+            ...marshall({
+              ':s': stream,
+              ':from': Math.max(1, last - this.config.historyLimit + 1),
+              ':to': last,
+            }),
+            // Raw: a stream sequence number is past 2^53.
             ':source': { N: source },
           },
           ConsistentRead: true,
@@ -170,10 +180,12 @@ export class DynamoHistoryReader implements HistoryReader {
         KeyConditionExpression: 'pk = :s AND sk BETWEEN :from AND :to',
         FilterExpression: 'expiresAt > :now',
         ExpressionAttributeValues: {
-          ':s': { S: stream },
-          ':from': { N: String(from) },
-          ':to': { N: String(meta.lastOffset) },
-          ':now': { N: String(this.clock.now() / 1000) },
+          ...marshall({
+            ':s': stream,
+            ':from': from,
+            ':to': meta.lastOffset,
+            ':now': this.clock.now() / 1000,
+          }),
         },
         ConsistentRead: true,
       },
