@@ -14,7 +14,7 @@ module.exports = async ({ resolveVariable }) => {
   // esbuild section reads it), and only then are they worth Node's slower stack traces.
   if (process.env.LAMBDACABLE_SOURCEMAPS === 'true')
     environment.NODE_OPTIONS = '--enable-source-maps';
-  // Tests of the local stack record every AWS call (infra/aws-call-log.ts); never deployed.
+  // Tests of the local stack record every AWS call (lib/adapters/aws/call-log.ts); never deployed.
   if (process.env.LAMBDACABLE_AWS_CALL_LOG) {
     environment.LAMBDACABLE_AWS_CALL_LOG = process.env.LAMBDACABLE_AWS_CALL_LOG;
   }

@@ -160,7 +160,7 @@ export class ConfigError extends LambdacableError {
 }
 
 /**
- * A value over one of the documented limits (`lib/limits.ts`): a key too long for its
+ * A value over one of the documented limits (`lib/kernel/limits.ts`): a key too long for its
  * table (`kind: 'key'`), or a payload too large to carry (`kind: 'payload'`).
  */
 export class LimitExceededError extends LambdacableError {

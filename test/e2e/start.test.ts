@@ -201,7 +201,7 @@ describe('npm start', () => {
 
 /**
  * The functions npm start's pollers and pinger invoke run in worker threads
- * (infra/offline/preload.mjs), which say so when they start; {@link keepBusy}'s broadcasts
+ * (infra/local/offline/preload.mjs), which say so when they start; {@link keepBusy}'s broadcasts
  * invoke the relay and the consumer, and its subscribed socket gets its welcome from the pinger.
  */
 async function workersStarted(run: Run): Promise<void> {

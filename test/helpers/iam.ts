@@ -1,6 +1,6 @@
 /**
  * IAM sufficiency: the AWS calls each function made in a run (recorded by
- * infra/aws-call-log.ts), turned into IAM requests (action + resource ARN), evaluated
+ * lib/adapters/aws/call-log.ts), turned into IAM requests (action + resource ARN), evaluated
  * against that function's role in the generated template with @cloud-copilot/iam-simulate.
  */
 import { runSimulation } from '@cloud-copilot/iam-simulate';

@@ -12,7 +12,7 @@ import { type BatchConsumerOptions, type ConsumedMessage, consumeSqsBatch } from
 
 /**
  * One invocation of an SQS-triggered consumer the way Lambda's event source mapping runs
- * it (as `infra/sqs-poller.ts` does): receive a batch, `consumeSqsBatch`, delete what
+ * it (as `infra/local/sqs-poller.ts` does): receive a batch, `consumeSqsBatch`, delete what
  * succeeded. A rejected invocation (`consumeSqsBatch` or the wrapper throwing) deletes
  * nothing: the whole batch comes back after its visibility timeout.
  */

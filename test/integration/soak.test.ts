@@ -61,7 +61,7 @@ const MAX_RECEIVE = 5;
  * Longer than a batch usually takes on a loaded 2-core CI machine. A message whose
  * visibility ends while its batch still runs can be received again before that batch
  * records its success, as by Lambda with a visibility timeout under the function's run
- * time (the deployed queues take 6× it, infra/definitions.ts). Such an invocation is
+ * time (the deployed queues take 6× it, infra/deploy/definitions.ts). Such an invocation is
  * counted as overrun, and its effects may come twice: see `exposed`.
  */
 const VISIBILITY_SECONDS = 6;
