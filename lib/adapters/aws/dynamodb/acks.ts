@@ -5,13 +5,14 @@ import {
   GetItemCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import { AwsResourceError } from '../../../kernel/errors.js';
+import type { AwsResourceError } from '../../../kernel/errors.js';
 import {
   type AckState,
   type AckStore,
   type AckUpdate,
   applyAckUpdate,
 } from '../../../messaging/ack-store.js';
+import { awsCall } from '../call.js';
 
 /**
  * Ack state in the `acks` table (`pk` = group `#` partition): `ackLevel` (N), `holes`
@@ -132,23 +133,7 @@ export class DynamoAckStore implements AckStore {
     return { pk: { S: `${group}#${partition}` } };
   }
 
-  private async call<T>(
-    op: string,
-    group: string,
-    partition: string,
-    fn: () => Promise<T>,
-  ): Promise<T> {
-    try {
-      return await fn();
-    } catch (cause) {
-      throw new AwsResourceError(
-        `${op} on ${this.options.tableName} failed for ${group}#${partition}`,
-        {
-          resource: this.options.tableName,
-          ids: [`${group}#${partition}`],
-          cause,
-        },
-      );
-    }
+  private call<T>(op: string, group: string, partition: string, fn: () => Promise<T>): Promise<T> {
+    return awsCall(op, this.options.tableName, [`${group}#${partition}`], fn);
   }
 }

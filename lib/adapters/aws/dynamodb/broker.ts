@@ -1,14 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import {
   type AttributeValue,
-  BatchGetItemCommand,
-  ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
-  paginateQuery,
-  QueryCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
   UpdateItemCommand,
@@ -16,16 +11,10 @@ import {
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { SubscriptionTracking } from '../../../broker/base.js';
 import {
-  activeSessionExpiry,
   describeBroker,
-  historyFromRetained,
-  lowestRetainedOffset,
   newEpoch,
   redeliveryOf,
   resolveBrokerConfig,
-  type StoredMessage,
-  type StreamMeta,
-  toStreamMessage,
 } from '../../../broker/history.js';
 import {
   type Broadcaster,
@@ -38,8 +27,7 @@ import {
   type StreamMessage,
 } from '../../../broker/types.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
-import { AwsResourceError, ConfigError } from '../../../kernel/errors.js';
-import { MAX_STREAM_BYTES, utf8Bytes } from '../../../kernel/limits.js';
+import { ConfigError } from '../../../kernel/errors.js';
 import { awsCall } from '../call.js';
 import { DynamoHistoryReader, metaKey } from './history.js';
 import { DynamoSessionCache } from './sessions.js';
@@ -196,49 +184,49 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       const offset = last + 1;
       const now = this.clock.now();
       try {
-        await this.client.send(
-          new TransactWriteItemsCommand({
-            TransactItems: [
-              {
-                Update: {
-                  TableName: table,
-                  Key: metaKey(msg.stream),
-                  UpdateExpression:
-                    'SET lastOffset = :offset, epoch = :epoch, #source = :source, lastAt = :now',
-                  ConditionExpression: current.Item
-                    ? 'lastOffset = :last'
-                    : 'attribute_not_exists(lastOffset)',
-                  ExpressionAttributeNames: { '#source': 'source' },
-                  ExpressionAttributeValues: {
-                    ...marshall({
-                      ':offset': offset,
-                      ':epoch': epoch,
-                      ':now': now,
-                      ...(current.Item ? { ':last': last } : {}),
-                    }),
-                    // The stream's source position only moves forward. Raw: a stream
-                    // sequence number is past 2^53, and marshall would make it a string.
-                    ':source': { N: redelivery === 'older' ? stored! : source },
+        await awsCall('TransactWriteItems', table, [msg.stream], () =>
+          this.client.send(
+            new TransactWriteItemsCommand({
+              TransactItems: [
+                {
+                  Update: {
+                    TableName: table,
+                    Key: metaKey(msg.stream),
+                    UpdateExpression:
+                      'SET lastOffset = :offset, epoch = :epoch, #source = :source, lastAt = :now',
+                    ConditionExpression: current.Item
+                      ? 'lastOffset = :last'
+                      : 'attribute_not_exists(lastOffset)',
+                    ExpressionAttributeNames: { '#source': 'source' },
+                    ExpressionAttributeValues: {
+                      ...marshall({
+                        ':offset': offset,
+                        ':epoch': epoch,
+                        ':now': now,
+                        ...(current.Item ? { ':last': last } : {}),
+                      }),
+                      // The stream's source position only moves forward. Raw: a stream
+                      // sequence number is past 2^53, and marshall would make it a string.
+                      ':source': { N: redelivery === 'older' ? stored! : source },
+                    },
                   },
                 },
-              },
-              {
-                Put: {
-                  TableName: table,
-                  Item: { ...this.messageItem(msg, offset, now), source: { N: source } },
+                {
+                  Put: {
+                    TableName: table,
+                    Item: { ...this.messageItem(msg, offset, now), source: { N: source } },
+                  },
                 },
-              },
-            ],
-          }),
+              ],
+            }),
+          ),
         );
       } catch (error) {
         this.metaCache.delete(msg.stream);
         // Another writer moved the counter between the read and the write: read again.
-        if (error instanceof TransactionCanceledException && attempt < APPEND_ATTEMPTS) continue;
-        throw new AwsResourceError(
-          `TransactWriteItems on ${table} failed for ${msg.stream}: ${(error as Error).name}`,
-          { resource: table, ids: [msg.stream], cause: error },
-        );
+        const raced = error instanceof Error && error.cause instanceof TransactionCanceledException;
+        if (raced && attempt < APPEND_ATTEMPTS) continue;
+        throw error;
       }
       this.remember(msg.stream, {
         ...metaKey(msg.stream),

@@ -22,7 +22,6 @@ import {
   type StreamMessage,
 } from '../../../broker/types.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
-import { AwsResourceError } from '../../../kernel/errors.js';
 import { MAX_STREAM_BYTES, utf8Bytes } from '../../../kernel/limits.js';
 import { awsCall } from '../call.js';
 
@@ -190,7 +189,7 @@ export class DynamoHistoryReader implements HistoryReader {
         ConsistentRead: true,
       },
     );
-    try {
+    await awsCall('Query', this.table, [stream], async () => {
       for await (const page of pages) {
         for (const item of page.Items ?? []) {
           out.push({
@@ -201,13 +200,7 @@ export class DynamoHistoryReader implements HistoryReader {
           });
         }
       }
-    } catch (cause) {
-      throw new AwsResourceError(`Query on ${this.table} failed for ${stream}`, {
-        resource: this.table,
-        ids: [stream],
-        cause,
-      });
-    }
+    });
     return out;
   }
 }
