@@ -1,11 +1,9 @@
 import type avro from 'avsc';
-import { avroType } from '../../events/avro-types.js';
 import {
   assertBackwardCompatible,
   canonicalSchema,
   type SchemaRegistry,
 } from '../../events/schema-registry.js';
-import { SchemaCompatibilityError } from '../../kernel/errors.js';
 
 /** An in-memory {@link SchemaRegistry}. */
 export class MemorySchemaRegistry implements SchemaRegistry {
