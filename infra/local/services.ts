@@ -40,6 +40,11 @@ export interface SqsLocalOptions {
   port?: number;
 }
 
+/**
+ * The launcher's line with the port the JVM listens on: read from its output because the OS
+ * picks the port when 0 is asked for, and because a given port another program holds would
+ * answer for it; readiness itself is ListTables answering on that port.
+ */
 const READY_LINE = /lambdacable-dynamodb-local listening on ([\d.]+):(\d+)/;
 const STDERR_TAIL_BYTES = 8 * 1024;
 const STOP_GRACE_MS = 10_000;
@@ -183,6 +188,7 @@ export async function startDynamoDBLocal(
 export async function startSqsLocal(options: SqsLocalOptions = {}): Promise<LocalService> {
   const stores = await fauxqsStores();
   const app = buildApp({ logger: false, defaultRegion: LOCAL_REGION, stores });
+  // In this process: listen resolves once the port accepts connections, and tells the port.
   await app.listen({ host: LOCAL_HOST, port: options.port ?? 0 });
   const address = app.server.address();
   if (typeof address !== 'object' || address === null) {

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -10,6 +11,7 @@ import { LambdacableError } from '../../lib';
 import { recordAwsCalls } from '../../lib/adapters/aws/call-log';
 import { queueUrlVariable, tableVariable } from '../deploy/cloudformation';
 import { consumerGroups, type TableName } from '../deploy/definitions';
+import { OFFLINE_HOOK_ERROR } from './offline/hook-check.mjs';
 import { createLocalResources, type LocalResources } from './resources';
 import {
   freePort,
@@ -422,7 +424,7 @@ async function startOfflineOn(
       LAMBDACABLE_LAMBDA_PORT: String(ports.lambda),
     };
     try {
-      return { offline: await startOffline(env, options, ports.http, ports.ws), env, ports };
+      return { offline: await startOffline(env, options, ports), env, ports };
     } catch (error) {
       if (!(error instanceof PortInUseError)) throw error;
       const which = (Object.keys(ports) as (keyof OfflinePorts)[]).find(
@@ -450,14 +452,49 @@ export class PortInUseError extends LambdacableError {
   }
 }
 
-/** serverless-offline's report of a port it could not listen on. */
+/**
+ * A process of the local stack failed to start (serverless-offline exited, or never answered);
+ * the message carries what it said.
+ */
+export class LocalStackError extends LambdacableError {
+  /** The process, e.g. `serverless-offline`. */
+  readonly service: string;
+  /** Its exit code or the signal that ended it; undefined when it did not exit. */
+  readonly exitStatus: number | string | undefined;
+  constructor(message: string, fields: { service: string; exitStatus?: number | string }) {
+    super(message);
+    this.name = 'LocalStackError';
+    this.service = fields.service;
+    this.exitStatus = fields.exitStatus;
+  }
+}
+
+/**
+ * The error for a serverless-offline that exited while starting, from its exit status and its
+ * output. Its preload's refusal to hook an unsupported serverless-offline
+ * (infra/local/offline/hook-check.mjs) is the message itself, without the rest of the output.
+ */
+export function offlineExitError(exitStatus: number | string, output: string): LocalStackError {
+  const at = output.indexOf(OFFLINE_HOOK_ERROR);
+  const message =
+    at >= 0
+      ? `serverless offline did not start: ${output.slice(at).split('\n')[0]}`
+      : `serverless offline exited (${exitStatus}):\n${output}`;
+  return new LocalStackError(message, { service: 'serverless-offline', exitStatus });
+}
+
+/**
+ * serverless-offline's report of a port it could not listen on: an error, which no port can
+ * tell, so it is read from its output (it then exits).
+ */
 const ADDRESS_IN_USE = /EADDRINUSE: address already in use [^\s:]+:(\d+)/;
+/** How long the output of an exited serverless-offline is waited for (its pipes to close). */
+const EXIT_OUTPUT_MS = 2_000;
 
 async function startOffline(
   env: Record<string, string>,
   options: LocalStackOptions,
-  httpPort: number,
-  wsPort: number,
+  ports: OfflinePorts,
 ): Promise<ChildProcess> {
   const detached = process.platform !== 'win32';
   const child = spawn(
@@ -500,6 +537,8 @@ async function startOffline(
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
+  // 'exit' may come before the last of the output: 'close' comes after it.
+  const closed = new Promise<void>((r) => child.once('close', () => r()));
   // This process exits without stopping the stack only when forced: then no grace period.
   const killOnExit = () => killTree(child, 'SIGKILL');
   process.once('exit', killOnExit);
@@ -508,35 +547,50 @@ async function startOffline(
   const timeoutMs = options.startupTimeoutMs ?? 120_000;
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
+    const exited = hasExited(child);
+    if (exited) await within(closed, EXIT_OUTPUT_MS);
     const taken = ADDRESS_IN_USE.exec(output);
     if (taken) {
       await stopProcess(child);
       const port = Number(taken[1]);
       throw new PortInUseError(port, `serverless offline: port ${port} is in use:\n${output}`);
     }
-    if (hasExited(child)) {
-      const status = child.signalCode ?? child.exitCode;
-      throw new Error(`serverless offline exited (${status}):\n${output}`);
-    }
-    if (
-      output.includes(`listening on ws://${LOCAL_HOST}:${wsPort}`) &&
-      (await reachable(httpPort))
-    ) {
-      return child;
-    }
+    if (exited) throw offlineExitError(child.signalCode ?? child.exitCode ?? 'unknown', output);
+    if (await offlineAnswers(ports)) return child;
     await new Promise((r) => setTimeout(r, 200));
   }
   killTree(child);
-  throw new Error(`serverless offline was not ready within ${timeoutMs} ms:\n${output}`);
+  throw new LocalStackError(`serverless offline was not ready within ${timeoutMs} ms:\n${output}`, {
+    service: 'serverless-offline',
+  });
 }
 
-async function reachable(port: number): Promise<boolean> {
-  try {
-    await fetch(`http://${LOCAL_HOST}:${port}/`, { signal: AbortSignal.timeout(1_000) });
-    return true;
-  } catch {
-    return false;
-  }
+/**
+ * Whether serverless-offline answers on each of its ports (we picked them, so no output needs
+ * reading): its WebSocket port's catch-all route refuses a plain GET with 426 Upgrade
+ * Required (no other program would), the HTTP and Lambda ports answer anything.
+ */
+async function offlineAnswers(ports: OfflinePorts): Promise<boolean> {
+  const [ws, http, lambda] = await Promise.all([
+    httpStatus(ports.ws),
+    httpStatus(ports.http),
+    httpStatus(ports.lambda),
+  ]);
+  return ws === 426 && http !== undefined && lambda !== undefined;
+}
+
+/** The status of a GET / on a port of 127.0.0.1, on a connection of its own; undefined if none. */
+function httpStatus(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const req = request({ host: LOCAL_HOST, port, path: '/', agent: false, timeout: 1_000 });
+    req.once('response', (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    });
+    req.once('timeout', () => req.destroy());
+    req.once('error', () => resolve(undefined));
+    req.end();
+  });
 }
 
 function killTree(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): void {

@@ -20,19 +20,28 @@
  *
  * A rebuilt handler (watch mode) is a new module URL, so the next invocation loads it fresh
  * (in process) or starts a new worker with it (the old ones are stopped).
+ *
+ * Both reach private files of serverless-offline, so the version and the hook points are
+ * checked first (hook-check.mjs): when they are not what this was written against, the
+ * process exits 1 with the reason on stderr, which `npm start` (infra/local/stack.ts) throws.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
+import { packageProblem, runnerProblem } from './hook-check.mjs';
 import { workerPool } from './workers.mjs';
 
 if (isMainThread) {
+  const packageDir = fileURLToPath(
+    new URL('../../../node_modules/serverless-offline', import.meta.url),
+  );
   const runnerDir = new URL(
     '../../../node_modules/serverless-offline/src/lambda/handler-runner/in-process-runner/',
     import.meta.url,
   );
+  await exitOn(packageProblem(packageDir));
   const ric = createRequire(runnerDir)('./aws-lambda-ric/UserFunction.js');
 
   const envs = new AsyncLocalStorage();
@@ -84,10 +93,21 @@ if (isMainThread) {
 
   // Imported after the patch: its named import of `load` is bound when it is evaluated.
   const { default: InProcessRunner } = await import(new URL('InProcessRunner.js', runnerDir).href);
+  await exitOn(runnerProblem(packageDir, InProcessRunner));
   const run = InProcessRunner.prototype.run;
   InProcessRunner.prototype.run = function (event, context) {
     return envs.run({}, () => run.call(this, event, context));
   };
+
+  /**
+   * Ends this process before serverless-offline runs, when the hook cannot be set: functions
+   * routed silently in process would hide it. The message is written out before the exit.
+   */
+  async function exitOn(problem) {
+    if (problem === undefined) return;
+    await new Promise((resolve) => process.stderr.write(`${problem}\n`, resolve));
+    process.exit(1);
+  }
 
   /** The workers of one handler; a new module URL (a rebuild) replaces them. */
   function poolOf(key, url, name, fnEnv) {
