@@ -5,12 +5,12 @@
  * scale linearly with connections; the cost table prices them with bench/prices.ts.
  */
 import {
+  composeRealtime,
   defaultGatewayConfig,
-  Gateway,
-  GatewayBroadcaster,
   MemoryBroker,
   MemoryConnectionApi,
-  Pinger,
+  MemorySessionCache,
+  type Pinger,
 } from '../lib';
 import { FakeClock } from '../test/helpers/clock';
 import { CountingStore } from '../test/helpers/counting-store';
@@ -35,20 +35,19 @@ function inMemory() {
   const clock = new FakeClock();
   const store = new CountingStore({ clock });
   const api = new MemoryConnectionApi();
-  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
-  const broker = new MemoryBroker({
-    broadcaster: new GatewayBroadcaster({ store, api, clock, sessions }),
-    clock,
-  });
-  const gateway = new Gateway({
-    store,
-    broker,
-    api,
-    clock,
-    config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true },
-  });
-  const newPinger = () =>
-    new Pinger({ store, api, broker, welcomer: gateway, defaultInterval: 3, clock });
+  const sessions = new MemorySessionCache({ clock });
+  const realtime = composeRealtime(
+    {
+      store,
+      api,
+      sessions,
+      clock,
+      config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true },
+    },
+    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
+  );
+  const { broker, gateway } = realtime;
+  const newPinger = () => realtime.pinger({ defaultInterval: 3 });
   /** `$connect` of connection `c<i>`, with `pi` when given. */
   const connect = (i: number, pi?: number) =>
     gateway.connect({

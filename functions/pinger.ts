@@ -1,7 +1,6 @@
 import type { Context } from 'aws-lambda';
-import { Pinger } from '../lib';
 import { errorMessage } from '../lib/core';
-import { brokerRuntime, gateway, runtime } from './runtime';
+import { brokerRuntime, runtime } from './runtime';
 
 /** The schedule's period: one run covers one minute. */
 const RUN_MS = 60_000;
@@ -17,15 +16,7 @@ const MARGIN_MS = 5_000;
  */
 export const handler = async (_event: unknown, context: Context) => {
   const { config, logger } = runtime();
-  const { store, api, broker } = brokerRuntime();
-  const pinger = new Pinger({
-    store,
-    api,
-    broker,
-    welcomer: gateway(),
-    defaultInterval: config.pingInterval,
-    logger,
-  });
+  const pinger = brokerRuntime().pinger({ defaultInterval: config.pingInterval, logger });
   const stopAt = Date.now() + context.getRemainingTimeInMillis() - MARGIN_MS;
   const until = Math.min(Date.now() + RUN_MS + OVERLAP_MS, stopAt);
   while (Date.now() < until) {

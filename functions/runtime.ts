@@ -17,20 +17,22 @@ import {
   tables as tableDefinitions,
 } from '../infra/deploy/definitions';
 import {
-  ApiGatewayConnectionApi,
   AvroCodec,
   BROADCAST_TOPIC,
   configFromEnv,
-  DynamoBroker,
-  DynamoConnectionStore,
   DynamoSchemaRegistry,
-  Gateway,
-  GatewayBroadcaster,
   type GatewayConfig,
   OutboxProducer,
   OutboxRelay,
 } from '../lib';
 import { recordAwsCalls } from '../lib/adapters/aws/call-log';
+import {
+  ApiGatewayConnectionApi,
+  DynamoBroker,
+  DynamoConnectionStore,
+  DynamoSessionCache,
+} from '../lib/aws';
+import { composeRealtime, type Gateway, type Realtime } from '../lib/core';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -49,11 +51,14 @@ export interface Runtime {
   record<C>(client: C): C;
 }
 
-/** The broker (history, sessions) and the fan-out, over the connections table. */
-export interface BrokerRuntime {
+/**
+ * The WebSocket side over the tables: the fan-out, the broker (history) over it, the gateway
+ * and pinger runs, sharing one session cache ({@link composeRealtime}).
+ */
+export interface BrokerRuntime extends Realtime<DynamoBroker> {
   readonly store: DynamoConnectionStore;
   readonly api: ApiGatewayConnectionApi;
-  readonly broker: DynamoBroker;
+  readonly sessions: DynamoSessionCache;
 }
 
 /**
@@ -128,7 +133,7 @@ export function metrics(): Metrics {
   );
 }
 
-/** The broker and the fan-out (the broadcast consumer needs no more). */
+/** The broker, the fan-out and the gateway, composed once per instance. */
 export function brokerRuntime(): BrokerRuntime {
   return part('broker', ({ dynamodb, tables, config, logger, record }) => {
     const override = process.env.LAMBDACABLE_MANAGEMENT_ENDPOINT || undefined;
@@ -139,26 +144,29 @@ export function brokerRuntime(): BrokerRuntime {
       createClient: (endpoint) =>
         record(new ApiGatewayManagementApiClient({ ...CLIENT_DEFAULTS, endpoint })),
     });
-    // The broadcaster finishes the sessions of gone connections in the broker built next.
-    const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
-    const broadcaster = new GatewayBroadcaster({ store, api, sessions, logger });
-    const broker = new DynamoBroker({
+    const sessions = new DynamoSessionCache({
       client: dynamodb,
-      historyTable: tables.history,
-      sessionsTable: tables.sessions,
-      broadcaster,
+      tableName: tables.sessions,
       config: config.broker,
     });
-    return { store, api, broker };
+    const realtime = composeRealtime(
+      { store, api, sessions, config, logger },
+      (broadcaster) =>
+        new DynamoBroker({
+          client: dynamodb,
+          historyTable: tables.history,
+          sessions,
+          broadcaster,
+          config: config.broker,
+        }),
+    );
+    return { store, api, sessions, ...realtime };
   });
 }
 
 /** The WebSocket gateway: the protocol, tokens and sessions, over the broker. */
 export function gateway(): Gateway {
-  return part('gateway', ({ config, logger }) => {
-    const { store, broker, api } = brokerRuntime();
-    return new Gateway({ store, broker, api, config, logger });
-  });
+  return brokerRuntime().gateway;
 }
 
 /** Encodes and decodes events with the schema registry table. */

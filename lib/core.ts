@@ -85,7 +85,14 @@ export {
   type RemoteCommand,
   RemoteCommandEvent,
 } from './realtime/broadcasts.js';
+export {
+  type ComposeRealtimeOptions,
+  composeRealtime,
+  type PingerSettings,
+  type Realtime,
+} from './realtime/compose.js';
 export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './realtime/config.js';
+export type { ConnectRequest, ConnectResult } from './realtime/connect.js';
 export type { ConnectionApi } from './realtime/connection-api.js';
 export type {
   ConnectionChange,
@@ -94,37 +101,33 @@ export type {
   Subscription,
 } from './realtime/connections.js';
 export {
-  broadcastFrame,
   type DeliveryReport,
-  decodeData,
-  disconnectConnection,
-  disconnectGone,
+  Fanout,
+  type FanoutOptions,
   GatewayBroadcaster,
   type GatewayBroadcasterOptions,
+} from './realtime/fanout.js';
+export { Gateway, type GatewayOptions } from './realtime/gateway.js';
+export {
+  disconnectConnection,
+  disconnectGone,
   type GonePolicy,
   type SessionFinisher,
-} from './realtime/fanout.js';
-export {
-  type ConnectRequest,
-  type ConnectResult,
-  EXT_PROTOCOL,
-  Gateway,
-  type GatewayOptions,
-  PLAIN_PROTOCOL,
-  PUBSUB_CHANNEL,
-  Session,
-  type SessionState,
-  type SessionSubscription,
-} from './realtime/gateway.js';
+} from './realtime/gone.js';
 export {
   MAX_PING_INTERVAL,
   MIN_PING_INTERVAL,
-  Pinger,
-  type PingerOptions,
-  type PingReport,
   parsePingInterval,
-  type Welcomer,
-} from './realtime/pinger.js';
+} from './realtime/ping-interval.js';
+export { Pinger, type PingerOptions, type PingReport, type Welcomer } from './realtime/pinger.js';
+export {
+  broadcastFrame,
+  decodeData,
+  EXT_PROTOCOL,
+  PLAIN_PROTOCOL,
+  PUBSUB_CHANNEL,
+} from './realtime/protocol.js';
+export { Session, type SessionState, type SessionSubscription } from './realtime/session.js';
 export {
   type ConnectTokenClaims,
   createConnectToken,

@@ -1,10 +1,12 @@
-import type { Broadcaster, Broker, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
+import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
 import { type Clock, systemClock } from '../kernel/clock.js';
 import { forEachConcurrently } from '../kernel/concurrency.js';
 import { errorMessage } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
+import { disconnectGone, type GonePolicy, type SessionFinisher } from './gone.js';
+import { broadcastFrame, disconnectFrame } from './protocol.js';
 
 /** What a fan-out did. */
 export interface DeliveryReport {
@@ -16,52 +18,21 @@ export interface DeliveryReport {
   failed: { connectionId: string; error: unknown }[];
 }
 
-/** Where sessions end: the broker's session cache. */
-export type SessionFinisher = Pick<Broker, 'finishSession'>;
-
-/** What {@link disconnectGone} needs. */
-export interface GonePolicy {
-  readonly store: ConnectionStore;
-  readonly sessions: SessionFinisher;
-  readonly clock: Clock;
-  /** A connection younger than this (ms) is left alone. */
-  readonly goneGraceMs: number;
+/** Delivers frames to the subscribers of a stream: what the gateway needs of the fan-out (whispers). */
+export interface StreamDelivery {
+  /**
+   * Posts `render(subscription)` to every subscriber of `stream` but those of `except`
+   * (a connection id); `render` returning `undefined` skips a subscriber.
+   */
+  deliver(
+    stream: string,
+    render: (sub: Subscription) => string | undefined,
+    except?: string,
+  ): Promise<DeliveryReport>;
 }
 
-/**
- * `$disconnect`: finishes the connection's session (its TTL starts) and removes the
- * connection and its subscriptions. `known` saves the read of the connection.
- */
-export async function disconnectConnection(
-  policy: Pick<GonePolicy, 'store' | 'sessions'>,
-  connectionId: string,
-  known?: ConnectionRecord,
-): Promise<void> {
-  const connection = known ?? (await policy.store.getConnection(connectionId));
-  if (connection?.sid) await policy.sessions.finishSession(connection.sid);
-  await policy.store.removeConnection(connectionId);
-}
-
-/**
- * The one policy for a connection that answered 410, on fan-out, whispers, remote commands
- * and pings alike: younger than `goneGraceMs` it is left alone (API Gateway answers 410
- * until `$connect` has returned, while the connection is already stored); otherwise it is
- * disconnected as by `$disconnect` ({@link disconnectConnection}). An unknown connection's
- * leftover subscriptions are removed. Returns whether it was disconnected.
- */
-export async function disconnectGone(
-  policy: GonePolicy,
-  connectionId: string,
-  known?: ConnectionRecord,
-): Promise<boolean> {
-  const connection = known ?? (await policy.store.getConnection(connectionId));
-  if (connection && policy.clock.now() - connection.connectedAt < policy.goneGraceMs) return false;
-  await disconnectConnection(policy, connectionId, connection);
-  return true;
-}
-
-/** Options of {@link GatewayBroadcaster}. */
-export interface GatewayBroadcasterOptions {
+/** Options of {@link Fanout}. */
+export interface FanoutOptions {
   readonly store: ConnectionStore;
   readonly api: ConnectionApi;
   /** Finishes the session of a connection that is gone ({@link disconnectGone}). */
@@ -89,38 +60,18 @@ export interface GatewayBroadcasterOptions {
   readonly goneGraceMs?: number;
 }
 
-/** The frame of a stream message for one subscription (AnyCable's broadcast reply). */
-export function broadcastFrame(identifier: string, msg: StreamMessage): string {
-  const message = decodeData(msg.data);
-  if (msg.meta?.transient || msg.offset === undefined || msg.epoch === undefined) {
-    return JSON.stringify({ identifier, message });
-  }
-  return JSON.stringify({
-    identifier,
-    message,
-    stream_id: msg.stream,
-    epoch: msg.epoch,
-    offset: msg.offset,
-  });
-}
-
-/** A broadcast's data as subscribers see it: JSON-decoded, or the string itself when not JSON. */
-export function decodeData(data: string): unknown {
-  try {
-    return JSON.parse(data) as unknown;
-  } catch {
-    return data;
-  }
-}
-
 /**
  * The {@link Broadcaster} of API Gateway WebSockets: fans a stream message out to the
  * stream's subscribers in the {@link ConnectionStore}, page by page, with bounded
- * concurrency. A 410 disconnects that connection ({@link disconnectGone}); a failing post
- * is logged and never stops the others. Lambda keeps no local subscribers, so
- * `subscribe`/`unsubscribe` do nothing.
+ * concurrency. A 410 disconnects that connection ({@link disconnectGone}, which finishes its
+ * session); a failing post is logged and never stops the others. It also carries out remote
+ * commands (disconnect an identity or a connection, unsubscribe a stream).
+ *
+ * `subscribe` and `unsubscribe` do nothing: under Lambda no process keeps local subscribers
+ * (every subscription is in the {@link ConnectionStore}), so a broker's calls to them, when
+ * its first or last local subscriber of a stream comes or goes, have nothing to track.
  */
-export class GatewayBroadcaster implements Broadcaster {
+export class Fanout implements Broadcaster, StreamDelivery {
   private readonly store: ConnectionStore;
   private readonly api: ConnectionApi;
   private readonly logger: Logger;
@@ -128,7 +79,7 @@ export class GatewayBroadcaster implements Broadcaster {
   private readonly pageSize: number;
   private readonly gone: GonePolicy;
 
-  constructor(options: GatewayBroadcasterOptions) {
+  constructor(options: FanoutOptions) {
     this.store = options.store;
     this.api = options.api;
     this.logger = options.logger ?? noopLogger;
@@ -148,10 +99,6 @@ export class GatewayBroadcaster implements Broadcaster {
     this.logReport('broadcast', msg.stream, report);
   }
 
-  /**
-   * Posts `render(subscription)` to every subscriber of `stream` but those of `except`
-   * (a connection id); `render` returning `undefined` skips a subscriber.
-   */
   async deliver(
     stream: string,
     render: (sub: Subscription) => string | undefined,
@@ -183,8 +130,10 @@ export class GatewayBroadcaster implements Broadcaster {
     }
   }
 
+  /** Does nothing: Lambda keeps no local subscribers (see {@link Fanout}). */
   async subscribe(_stream: string): Promise<void> {}
 
+  /** Does nothing: Lambda keeps no local subscribers (see {@link Fanout}). */
   async unsubscribe(_stream: string): Promise<void> {}
 
   /** Posts one frame, recording the outcome; a 410 goes to {@link disconnectGone}. */
@@ -228,11 +177,10 @@ export class GatewayBroadcaster implements Broadcaster {
       this.logger.warn('remote disconnect without identity or connectionId', { payload });
       return;
     }
-    const frame = JSON.stringify({
-      type: 'disconnect',
-      reason: 'remote',
-      reconnect: typeof payload.reconnect === 'boolean' ? payload.reconnect : true,
-    });
+    const frame = disconnectFrame(
+      'remote',
+      typeof payload.reconnect === 'boolean' ? payload.reconnect : true,
+    );
     const report: DeliveryReport = { sent: 0, gone: [], failed: [] };
     await forEachConcurrently(targets, this.concurrency, async (c) => {
       const result = await this.postOne(c.connectionId, frame, c.endpoint, report);
@@ -276,3 +224,8 @@ export class GatewayBroadcaster implements Broadcaster {
     });
   }
 }
+
+/** @deprecated The old name of {@link Fanout}. */
+export { Fanout as GatewayBroadcaster };
+/** @deprecated The old name of {@link FanoutOptions}. */
+export type GatewayBroadcasterOptions = FanoutOptions;

@@ -1,32 +1,15 @@
-import type { Broker } from '../broker/types.js';
+import type { HistoryReader } from '../broker/types.js';
 import { type Clock, systemClock } from '../kernel/clock.js';
 import { forEachConcurrently } from '../kernel/concurrency.js';
 import { errorMessage } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionChange, ConnectionRecord, ConnectionStore } from './connections.js';
-import { disconnectGone, type GonePolicy, type SessionFinisher } from './fanout.js';
+import { disconnectGone, type GonePolicy, type SessionFinisher } from './gone.js';
+import { pingFrame } from './protocol.js';
 
 /** Items per page of the pinger's reads: its first read covers every connection. */
 const READ_PAGE = 1000;
-
-/** Smallest and largest ping interval a client may ask for with `pi` (seconds). */
-export const MIN_PING_INTERVAL = 1;
-/** Under API Gateway's 10-minute idle timeout, which a ping resets. */
-export const MAX_PING_INTERVAL = 540;
-
-/**
- * The ping interval (seconds) of a `pi` query parameter, or why it is refused: an integer
- * from {@link MIN_PING_INTERVAL} to {@link MAX_PING_INTERVAL}. `undefined` when absent.
- */
-export function parsePingInterval(pi: string | undefined): number | string | undefined {
-  if (pi === undefined || pi === '') return undefined;
-  const value = Number(pi);
-  if (!/^\d+$/.test(pi) || value < MIN_PING_INTERVAL || value > MAX_PING_INTERVAL) {
-    return `pi must be an integer number of seconds from ${MIN_PING_INTERVAL} to ${MAX_PING_INTERVAL}, got: ${JSON.stringify(pi)}`;
-  }
-  return value;
-}
 
 /** What a pinger run did. */
 export interface PingReport {
@@ -42,7 +25,7 @@ export interface PingReport {
   readonly gone: number;
   /** Posts that threw. */
   readonly failed: number;
-  /** Store and broker reads: pages of changes, subscription lists, activity lookups. */
+  /** Store and history reads: pages of changes, subscription lists, activity lookups. */
   readonly reads: number;
 }
 
@@ -55,10 +38,15 @@ export interface Welcomer {
 export interface PingerOptions {
   readonly store: ConnectionStore;
   readonly api: ConnectionApi;
-  /** Delivers welcomes; its broker's sessions end on a gone connection. */
+  /** Delivers welcomes: the gateway. */
   readonly welcomer: Welcomer;
-  /** Session end for gone connections, and stream activity when it has `lastBroadcastAt`. */
-  readonly broker: SessionFinisher & Pick<Broker, 'lastBroadcastAt'>;
+  /** Finishes the sessions of gone connections. */
+  readonly sessions: SessionFinisher;
+  /**
+   * Stream activity: with `lastBroadcastAt`, a connection whose streams had a broadcast
+   * within its interval is spared its ping. @default none: every ping is sent
+   */
+  readonly history?: Pick<HistoryReader, 'lastBroadcastAt'>;
   /** Seconds between pings of a connection that did not choose one (`pi`). */
   readonly defaultInterval: number;
   /** @default the system clock */
@@ -135,7 +123,7 @@ export class Pinger {
   private readonly store: ConnectionStore;
   private readonly api: ConnectionApi;
   private readonly welcomer: Welcomer;
-  private readonly broker: PingerOptions['broker'];
+  private readonly history: PingerOptions['history'];
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly concurrency: number;
@@ -161,7 +149,7 @@ export class Pinger {
     this.store = options.store;
     this.api = options.api;
     this.welcomer = options.welcomer;
-    this.broker = options.broker;
+    this.history = options.history;
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? noopLogger;
     this.concurrency = options.concurrency ?? 50;
@@ -173,7 +161,7 @@ export class Pinger {
     this.welcomeTimeoutMs = options.welcomeTimeoutMs ?? 60_000;
     this.gone = {
       store: options.store,
-      sessions: options.broker,
+      sessions: options.sessions,
       clock: this.clock,
       goneGraceMs: options.goneGraceMs ?? 10_000,
     };
@@ -282,7 +270,7 @@ export class Pinger {
       if (this.clock.now() < stopAt) await this.welcomeOne(t);
     });
     const active = await this.activityOf(pings, now);
-    const frame = JSON.stringify({ type: 'ping', message: Math.floor(now / 1000) });
+    const frame = pingFrame(now);
     await forEachConcurrently(pings, this.concurrency, async (t) => {
       if (this.clock.now() >= stopAt) return;
       const lastBroadcast = active.get(t.record.connectionId);
@@ -362,7 +350,7 @@ export class Pinger {
   /** The latest broadcast time over each connection's streams, for those with one. */
   private async activityOf(due: readonly Tracked[], now: number): Promise<Map<string, number>> {
     const out = new Map<string, number>();
-    if (!this.broker.lastBroadcastAt) return out;
+    if (!this.history?.lastBroadcastAt) return out;
     const stale = new Set<string>();
     for (const t of due) {
       for (const s of this.streams.get(t.record.connectionId) ?? []) {
@@ -372,7 +360,7 @@ export class Pinger {
     }
     if (stale.size > 0) {
       this.counts.reads++;
-      const read = await this.broker.lastBroadcastAt([...stale]);
+      const read = await this.history.lastBroadcastAt([...stale]);
       for (const s of stale) this.activity.set(s, { lastAt: read.get(s), readAt: now });
     }
     for (const t of due) {

@@ -5,12 +5,12 @@ import {
   type ConnectionApi,
   type ConnectionRecord,
   type ConnectionStore,
+  composeRealtime,
   createConnectToken,
   defaultGatewayConfig,
-  Gateway,
-  GatewayBroadcaster,
   MemoryConnectionApi,
   Session,
+  type SessionCache,
   type Subscription,
 } from '../../lib';
 import { FakeClock } from '../helpers/clock';
@@ -18,11 +18,42 @@ import { FakeClock } from '../helpers/clock';
 const EXT = 'actioncable-v1-ext-json';
 const JWT_SECRET = 'jwt-secret';
 
-/** The connection store and (given its broadcaster) the broker the gateway keeps sessions in. */
+/**
+ * The connection store, the session cache and (given its broadcaster and that cache) the
+ * broker. A factory that gives no `sessions` must build brokers that keep theirs outside the
+ * process (a table): the contract then reads and writes sessions through a second broker of
+ * the factory, one that broadcasts nothing.
+ */
 export type SessionStoresFactory = (options: { clock: FakeClock }) => Promise<{
   store: ConnectionStore;
-  broker: (broadcaster: Broadcaster) => Broker;
+  sessions?: SessionCache;
+  /** A broker over `broadcaster`, keeping its sessions in `sessions` when given. */
+  broker: (broadcaster: Broadcaster, sessions?: SessionCache) => Broker;
 }>;
+
+/** A broadcaster for a broker that is only asked for sessions. */
+const idle: Broadcaster = {
+  broadcast() {},
+  broadcastCommand() {},
+  subscribe() {},
+  unsubscribe() {},
+};
+
+/** The broker's sessions as a {@link SessionCache}; `updateSession` read-then-commit when it has none. */
+function sessionsOf(broker: Broker): SessionCache {
+  return {
+    commitSession: (sid, session) => broker.commitSession(sid, session),
+    restoreSession: (sid) => broker.restoreSession(sid),
+    finishSession: (sid) => broker.finishSession(sid),
+    updateSession: async (sid, update) => {
+      if (broker.updateSession) return broker.updateSession(sid, update);
+      const next = await update(await broker.restoreSession(sid));
+      if (!next) return false;
+      await broker.commitSession(sid, next);
+      return true;
+    },
+  };
+}
 
 let unique = 0;
 /** An id no other test uses (the tables are shared). */
@@ -108,26 +139,23 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       const clock = new FakeClock();
       const stores = await factory({ clock });
       const pausing = new PausingStore(stores.store);
-      const broadcaster = new GatewayBroadcaster({
-        store: pausing,
-        api,
-        clock,
-        sessions: { finishSession: (sid) => broker.finishSession(sid) },
-      });
-      const broker = stores.broker(broadcaster);
+      const sessions = stores.sessions ?? sessionsOf(stores.broker(idle));
       const sids: string[] = [];
-      const gateway = new Gateway({
-        store: pausing,
-        broker,
-        api,
-        clock,
-        config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true },
-        newSid: () => {
-          const sid = uniqueId('sid');
-          sids.push(sid);
-          return sid;
+      const { broker, gateway } = composeRealtime(
+        {
+          store: pausing,
+          api,
+          sessions,
+          clock,
+          config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true },
+          newSid: () => {
+            const sid = uniqueId('sid');
+            sids.push(sid);
+            return sid;
+          },
         },
-      });
+        stores.broker,
+      );
       async function connect(connectionId: string, query: Record<string, string> = {}) {
         const jid = await createConnectToken({ sub: 'alice', ttlSeconds: 600 }, JWT_SECRET, clock);
         await gateway.connect({ connectionId, query: { jid, ...query }, protocols: EXT });

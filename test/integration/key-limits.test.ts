@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import {
+  composeRealtime,
   configFromEnv,
   createConnectToken,
   DynamoBroker,
   DynamoConnectionStore,
-  Gateway,
-  GatewayBroadcaster,
+  DynamoSessionCache,
   LimitExceededError,
   MAX_IDENTIFIER_BYTES,
   MAX_STREAM_BYTES,
@@ -31,13 +31,9 @@ async function stack() {
     tableName: res.tables.connections,
   });
   const api = new MemoryConnectionApi();
-  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
-  const broadcaster = new GatewayBroadcaster({ store, api, sessions });
-  const broker = new DynamoBroker({
+  const sessions = new DynamoSessionCache({
     client: res.dynamodb,
-    historyTable: res.tables.history,
-    sessionsTable: res.tables.sessions,
-    broadcaster,
+    tableName: res.tables.sessions,
   });
   const config = {
     ...configFromEnv({}),
@@ -45,7 +41,16 @@ async function stack() {
     streamsSecret: 'streams',
     publicStreams: true,
   };
-  const gateway = new Gateway({ store, broker, api, config });
+  const { broker, gateway } = composeRealtime(
+    { store, api, sessions, config },
+    (broadcaster) =>
+      new DynamoBroker({
+        client: res.dynamodb,
+        historyTable: res.tables.history,
+        sessions,
+        broadcaster,
+      }),
+  );
   return { store, api, broker, gateway };
 }
 

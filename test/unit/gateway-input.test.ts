@@ -1,10 +1,9 @@
 import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import {
+  composeRealtime,
   createConnectToken,
   defaultGatewayConfig,
-  Gateway,
-  GatewayBroadcaster,
   type GatewayConfig,
   MAX_IDENTIFIER_BYTES,
   MAX_SID_BYTES,
@@ -12,6 +11,7 @@ import {
   MemoryBroker,
   MemoryConnectionApi,
   MemoryConnectionStore,
+  MemorySessionCache,
   signStreamName,
 } from '../../lib';
 import { FakeClock } from '../helpers/clock';
@@ -29,9 +29,7 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
   const store = new MemoryConnectionStore();
   const api = new MemoryConnectionApi();
   const logger = new RecordingLogger();
-  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
-  const broadcaster = new GatewayBroadcaster({ store, api, clock, logger, sessions });
-  const broker = new MemoryBroker({ broadcaster, clock });
+  const sessions = new MemorySessionCache({ clock });
   const config: GatewayConfig = {
     ...defaultGatewayConfig(),
     jwtSecret: JWT_SECRET,
@@ -40,15 +38,10 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
     ...overrides,
   };
   let sids = 0;
-  const gateway = new Gateway({
-    store,
-    broker,
-    api,
-    config,
-    clock,
-    logger,
-    newSid: () => `sid-secret-${++sids}`,
-  });
+  const { broker, gateway } = composeRealtime(
+    { store, api, sessions, config, clock, logger, newSid: () => `sid-secret-${++sids}` },
+    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
+  );
   const token = (sub = 'alice', ttlSeconds = 600) =>
     createConnectToken({ sub, ttlSeconds }, JWT_SECRET, clock);
   async function open(connectionId: string, query: Record<string, string> = {}) {
@@ -64,7 +57,7 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
   const send = (connectionId: string, frame: object | string) =>
     gateway.receive(connectionId, typeof frame === 'string' ? frame : JSON.stringify(frame));
   const frames = (connectionId: string) => api.framesOf(connectionId) as Record<string, unknown>[];
-  return { clock, store, api, logger, broker, gateway, token, open, send, frames };
+  return { clock, store, api, logger, sessions, broker, gateway, token, open, send, frames };
 }
 
 describe('Gateway input: stream names and identifiers become keys', () => {
@@ -108,9 +101,9 @@ describe('Gateway input: stream names and identifiers become keys', () => {
 describe('Gateway input: sid', () => {
   it(`starts a new session for a sid over ${MAX_SID_BYTES} bytes, with a WARN`, async () => {
     const t = setup();
-    const restore = async (sid: string) => t.broker.restoreSession(sid);
+    const restore = async (sid: string) => t.sessions.restoreSession(sid);
     let asked = '';
-    t.broker.restoreSession = async (sid: string) => {
+    t.sessions.restoreSession = async (sid: string) => {
       asked = sid;
       return restore(sid);
     };

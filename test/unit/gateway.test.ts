@@ -1,16 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import {
   ConfigError,
+  composeRealtime,
   configFromEnv,
   createConnectToken,
   defaultBrokerConfig,
   defaultGatewayConfig,
-  Gateway,
-  GatewayBroadcaster,
+  Fanout,
   type GatewayConfig,
   MemoryBroker,
   MemoryConnectionApi,
   MemoryConnectionStore,
+  MemorySessionCache,
   signStreamName,
 } from '../../lib';
 import { gatewaySessionContract } from '../contract/sessions';
@@ -31,9 +32,7 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
   const store = new MemoryConnectionStore();
   const api = new MemoryConnectionApi();
   const logger = new RecordingLogger();
-  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
-  const broadcaster = new GatewayBroadcaster({ store, api, clock, logger, sessions });
-  const broker = new MemoryBroker({ broadcaster, clock });
+  const sessions = new MemorySessionCache({ clock });
   const config: GatewayConfig = {
     ...defaultGatewayConfig(),
     jwtSecret: JWT_SECRET,
@@ -41,15 +40,10 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
     ...overrides,
   };
   let sids = 0;
-  const gateway = new Gateway({
-    store,
-    broker,
-    api,
-    config,
-    clock,
-    logger,
-    newSid: () => `sid-${++sids}`,
-  });
+  const { broker, gateway } = composeRealtime(
+    { store, api, sessions, config, clock, logger, newSid: () => `sid-${++sids}` },
+    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
+  );
   const token = (sub: string, ttlSeconds = 600) =>
     createConnectToken({ sub, ttlSeconds }, JWT_SECRET, clock);
 
@@ -101,7 +95,8 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
 
 gatewaySessionContract('MemoryConnectionStore + MemoryBroker', async ({ clock }) => ({
   store: new MemoryConnectionStore(),
-  broker: (broadcaster) => new MemoryBroker({ broadcaster, clock }),
+  sessions: new MemorySessionCache({ clock }),
+  broker: (broadcaster, sessions) => new MemoryBroker({ broadcaster, sessions, clock }),
 }));
 
 describe('Gateway: connecting', () => {
@@ -418,7 +413,7 @@ describe('Gateway: broadcasts', () => {
       await store.addSubscription({ connectionId: `c${i}`, stream: 's', identifier: 'i' });
     }
     const sessions = { finishSession: async () => {} };
-    await new GatewayBroadcaster({ store, api, sessions, concurrency: 7 }).broadcast({
+    await new Fanout({ store, api, sessions, concurrency: 7 }).broadcast({
       stream: 's',
       data: '1',
     });

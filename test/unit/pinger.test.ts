@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
+  composeRealtime,
   createConnectToken,
   defaultGatewayConfig,
-  Gateway,
-  GatewayBroadcaster,
   MAX_PING_INTERVAL,
   MemoryBroker,
   MemoryConnectionApi,
+  MemorySessionCache,
   Pinger,
   parsePingInterval,
 } from '../../lib';
@@ -22,26 +22,20 @@ function setup({ storeLagMs = 0 } = {}) {
   const store = new CountingStore({ clock: { now: () => clock.now() - storeLagMs } });
   const api = new MemoryConnectionApi();
   const logger = new RecordingLogger();
-  const sessions = { finishSession: (sid: string): Promise<void> => broker.finishSession(sid) };
-  const broadcaster = new GatewayBroadcaster({ store, api, clock, logger, sessions });
-  const broker = new MemoryBroker({ broadcaster, clock });
-  const gateway = new Gateway({
-    store,
-    broker,
-    api,
-    config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true },
-    clock,
-    logger,
-  });
-  const pinger = new Pinger({
-    store,
-    api,
-    broker,
-    welcomer: gateway,
-    defaultInterval: 3,
-    clock,
-    logger,
-  });
+  const sessions = new MemorySessionCache({ clock });
+  const realtime = composeRealtime(
+    {
+      store,
+      api,
+      sessions,
+      config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true },
+      clock,
+      logger,
+    },
+    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
+  );
+  const { broker, gateway } = realtime;
+  const pinger = realtime.pinger({ defaultInterval: 3 });
   /** `$connect` only: the pinger delivers the welcome. */
   const connect = async (connectionId: string, query: Record<string, string> = {}) => {
     const jid = await createConnectToken(
@@ -67,6 +61,7 @@ function setup({ storeLagMs = 0 } = {}) {
     store,
     api,
     logger,
+    sessions,
     broker,
     gateway,
     pinger,
@@ -141,7 +136,8 @@ describe('Pinger: welcome', () => {
     const next = new Pinger({
       store: t.store,
       api: t.api,
-      broker: t.broker,
+      sessions: t.sessions,
+      history: t.broker,
       welcomer: t.gateway,
       defaultInterval: 3,
       clock: t.clock,
@@ -157,7 +153,7 @@ describe('Pinger: welcome', () => {
 
   it('refuses late reads that reach back past the welcome timeout (a first read would skip what they find)', () => {
     const t = setup();
-    const options = { store: t.store, api: t.api, broker: t.broker, welcomer: t.gateway };
+    const options = { store: t.store, api: t.api, sessions: t.sessions, welcomer: t.gateway };
     expect(() => new Pinger({ ...options, defaultInterval: 3, lateWindowMs: 60_000 })).toThrow(
       new RangeError('lateWindowMs must be under welcomeTimeoutMs'),
     );

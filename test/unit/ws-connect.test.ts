@@ -1,16 +1,26 @@
 import { describe, expect, it } from 'vitest';
 import { connectResponse } from '../../functions/ws-connect';
-import { Gateway, MemoryBroker, MemoryConnectionApi, MemoryConnectionStore } from '../../lib';
+import {
+  composeRealtime,
+  MemoryBroker,
+  MemoryConnectionApi,
+  MemoryConnectionStore,
+  MemorySessionCache,
+} from '../../lib';
 import { defaultGatewayConfig } from '../../lib/realtime/config';
-import { RecordingBroadcaster } from '../helpers/broadcaster';
 
-const gateway = () =>
-  new Gateway({
-    store: new MemoryConnectionStore(),
-    broker: new MemoryBroker({ broadcaster: new RecordingBroadcaster() }),
-    api: new MemoryConnectionApi(),
-    config: { ...defaultGatewayConfig(), allowAnonymous: true },
-  });
+const gateway = () => {
+  const sessions = new MemorySessionCache();
+  return composeRealtime(
+    {
+      store: new MemoryConnectionStore(),
+      api: new MemoryConnectionApi(),
+      sessions,
+      config: { ...defaultGatewayConfig(), allowAnonymous: true },
+    },
+    (broadcaster) => new MemoryBroker({ broadcaster, sessions }),
+  ).gateway;
+};
 
 describe('ws-connect response', () => {
   it('answers Sec-WebSocket-Protocol with the negotiated subprotocol', async () => {

@@ -1,0 +1,165 @@
+import type { Clock } from '../kernel/clock.js';
+import { fingerprint, MAX_SID_BYTES, utf8Bytes } from '../kernel/limits.js';
+import type { Logger } from '../kernel/logger.js';
+import type { ConnectionRecord, ConnectionStore } from './connections.js';
+import { disconnectConnection, type SessionFinisher } from './gone.js';
+import { type IdentityConfig, identify } from './identity.js';
+import { readPingInterval } from './ping-interval.js';
+import { EXT_PROTOCOL, negotiateProtocol } from './protocol.js';
+import type { ConnectionSessions, SessionSubscription } from './session.js';
+
+/** The `$connect` request. */
+export interface ConnectRequest {
+  readonly connectionId: string;
+  /** The management API endpoint of this connection. */
+  readonly endpoint?: string;
+  /** The query string parameters (`jid`, `sid`, `pi`). */
+  readonly query: Readonly<Record<string, string | undefined>>;
+  /** The `Sec-WebSocket-Protocol` header value (comma-separated). */
+  readonly protocols?: string;
+}
+
+/** The `$connect` answer. */
+export interface ConnectResult {
+  /** 200 to accept the upgrade (also for refused credentials: they are refused after it). */
+  readonly statusCode: number;
+  /** The subprotocol to echo in `Sec-WebSocket-Protocol`. */
+  readonly protocol?: string;
+}
+
+/** What `$connect` uses. */
+export interface ConnectDeps {
+  readonly store: ConnectionStore;
+  readonly sessions: ConnectionSessions;
+  readonly config: IdentityConfig;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly newSid: () => string;
+}
+
+/**
+ * `$connect`: negotiates the subprotocol (400 when neither Action Cable protocol is
+ * offered), identifies the client and stores the connection with a new session. Bad
+ * credentials still answer 200: the connection is stored refused (no sid), and its welcome
+ * is `disconnect unauthorized` and a close. With the extended protocol and a non-empty
+ * `sid`, the previous session's subscriptions are restored.
+ */
+export async function connect(deps: ConnectDeps, request: ConnectRequest): Promise<ConnectResult> {
+  const { store, sessions, clock, logger } = deps;
+  const { connectionId, endpoint, query } = request;
+  const protocol = negotiateProtocol(request.protocols);
+  if (!protocol) {
+    logger.warn('connection refused: no supported subprotocol', {
+      connectionId,
+      offered: request.protocols ?? '',
+    });
+    return { statusCode: 400 };
+  }
+  const ping = readPingInterval(query.pi);
+  if (!ping.ok) {
+    // The connection is kept, with the default interval: the client's monitor is the one
+    // that has to match it, and refusing would only make the client reconnect.
+    logger.warn('ping interval ignored', { connectionId, reason: ping.refusal.message });
+  }
+  const pingInterval = ping.ok ? ping.seconds : undefined;
+  const base = {
+    connectionId,
+    protocol,
+    connectedAt: clock.now(),
+    ...(endpoint ? { endpoint } : {}),
+    ...(pingInterval !== undefined ? { pingInterval } : {}),
+  };
+
+  const identified = await identify(query.jid, deps.config, clock);
+  if (!identified.ok) {
+    const { reason } = identified.refusal;
+    logger.warn('connection unauthorized', { connectionId, reason });
+    await store.putConnection({
+      ...base,
+      identity: '',
+      sid: '',
+      refusal: reason === 'expired' ? 'token_expired' : 'unauthorized',
+    });
+    return { statusCode: 200, protocol };
+  }
+  const { identity } = identified;
+
+  const sid = deps.newSid();
+  const connection: ConnectionRecord = { ...base, identity, sid };
+  await store.putConnection(connection);
+
+  const previous = restorableSid(deps.logger, connectionId, query.sid);
+  const restored =
+    protocol === EXT_PROTOCOL && previous ? await restore(deps, connection, previous) : undefined;
+  await sessions.start(sid, {
+    identity,
+    protocol,
+    subscriptions: restored ?? [],
+    ...(restored ? { restoredIds: [...new Set(restored.map((s) => s.identifier))] } : {}),
+  });
+  logger.info('connected', {
+    connectionId,
+    sid: fingerprint(sid),
+    protocol,
+    restored: restored?.length,
+  });
+  return { statusCode: 200, protocol };
+}
+
+/** The `sid` a client sent, unless empty or too long to be a key (then logged). */
+function restorableSid(
+  logger: Logger,
+  connectionId: string,
+  sid: string | undefined,
+): string | undefined {
+  if (sid && utf8Bytes(sid) > MAX_SID_BYTES) {
+    // Never a key lookup: the sessions table refuses keys over 2 KB. A new session instead.
+    logger.warn('session not restored: sid too long', {
+      connectionId,
+      bytes: utf8Bytes(sid),
+      limit: MAX_SID_BYTES,
+    });
+    return undefined;
+  }
+  return sid || undefined;
+}
+
+/**
+ * Restores the subscriptions of the session `previous` (the `sid` the client sent) on
+ * `connection`, when that session is of the same identity and the extended protocol:
+ * the restored subscriptions, or `undefined` when there is nothing to restore.
+ */
+async function restore(
+  deps: ConnectDeps,
+  connection: ConnectionRecord,
+  previous: string,
+): Promise<SessionSubscription[] | undefined> {
+  const { connectionId, endpoint, identity } = connection;
+  const old = await deps.sessions.restore(previous);
+  if (!old || old.identity !== identity || old.protocol !== EXT_PROTOCOL) {
+    deps.logger.info('session not restored', {
+      connectionId,
+      reason: old ? 'identity differs' : 'unknown or expired sid',
+    });
+    return undefined;
+  }
+  const restored = [...old.subscriptions];
+  await Promise.all(
+    restored.map((s) =>
+      deps.store.addSubscription({ connectionId, ...s, ...(endpoint ? { endpoint } : {}) }),
+    ),
+  );
+  return restored;
+}
+
+/**
+ * `$disconnect`: finishes the session (its TTL starts) and removes the connection and its
+ * subscriptions ({@link disconnectConnection}, also what a gone connection gets).
+ */
+export async function disconnect(
+  deps: { readonly store: ConnectionStore; readonly sessions: SessionFinisher; logger: Logger },
+  connectionId: string,
+): Promise<void> {
+  await disconnectConnection(deps, connectionId);
+  deps.logger.info('disconnected', { connectionId });
+}

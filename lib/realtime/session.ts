@@ -1,0 +1,144 @@
+import type { Cacheable, SessionCache } from '../broker/types.js';
+import { errorMessage } from '../kernel/errors.js';
+import type { Logger } from '../kernel/logger.js';
+import type { ConnectionRecord, ConnectionStore } from './connections.js';
+
+/** A subscription as kept in the session cache. */
+export interface SessionSubscription {
+  readonly identifier: string;
+  readonly stream: string;
+  readonly whisper: boolean;
+}
+
+/** What the session cache holds per sid. */
+export interface SessionState {
+  readonly identity: string;
+  readonly protocol: string;
+  readonly subscriptions: readonly SessionSubscription[];
+  /** Whether `welcome` was delivered. */
+  readonly welcomed?: boolean;
+  /** Identifiers restored from the previous session, announced by the pending `welcome`. */
+  readonly restoredIds?: readonly string[];
+}
+
+/** A {@link SessionState} as a {@link Cacheable} (JSON). */
+export class Session implements Cacheable {
+  constructor(readonly state: SessionState) {}
+
+  toCacheEntry(): Uint8Array {
+    return new TextEncoder().encode(JSON.stringify(this.state));
+  }
+
+  /** Reads a cache entry; `undefined` when it is not a session. */
+  static decode(bytes: Uint8Array | null): SessionState | undefined {
+    if (!bytes) return undefined;
+    try {
+      const s = JSON.parse(new TextDecoder().decode(bytes)) as Partial<SessionState>;
+      if (typeof s.identity !== 'string' || !Array.isArray(s.subscriptions)) return undefined;
+      const subscriptions = s.subscriptions.filter(
+        (x): x is SessionSubscription =>
+          typeof x?.identifier === 'string' && typeof x?.stream === 'string',
+      );
+      return { ...s, identity: s.identity, protocol: String(s.protocol ?? ''), subscriptions };
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** A welcome this call may post: no other call claimed it, and none delivered it. */
+export interface WelcomeClaim {
+  /** The identifiers the welcome announces as restored, if the session was restored. */
+  readonly restoredIds?: readonly string[];
+}
+
+/**
+ * The sessions of connections, read-modify-written over the {@link SessionCache}: frames of
+ * one connection run in separate Lambdas at once, so every write starts from the stored
+ * session and the subscriptions read after it (a write over a session another frame
+ * committed in between is redone by the cache).
+ */
+export class ConnectionSessions {
+  constructor(
+    private readonly sessions: SessionCache,
+    private readonly store: Pick<ConnectionStore, 'subscriptionsOf'>,
+    private readonly logger: Logger,
+  ) {}
+
+  /** The stored session of `sid`, or `undefined` when unknown, expired or not a session. */
+  async restore(sid: string): Promise<SessionState | undefined> {
+    return Session.decode(await this.sessions.restoreSession(sid));
+  }
+
+  /** Stores the first session of a connection. */
+  async start(sid: string, state: SessionState): Promise<void> {
+    await this.sessions.commitSession(sid, new Session(state));
+  }
+
+  /** Stores the session of `connection` from its current subscriptions. */
+  async commit(connection: ConnectionRecord): Promise<void> {
+    await this.sessions.updateSession(connection.sid, (bytes) =>
+      this.sessionOf(connection, Session.decode(bytes)),
+    );
+  }
+
+  /**
+   * Claims the welcome of `connection` in its session (a conditional write), so that of
+   * concurrent calls only one posts it: the claim, or `undefined` when another call claimed
+   * or delivered it. A claim whose post does not reach the client goes back with
+   * {@link releaseWelcome}.
+   */
+  async claimWelcome(connection: ConnectionRecord): Promise<WelcomeClaim | undefined> {
+    let claim: WelcomeClaim | undefined;
+    await this.sessions.updateSession(connection.sid, async (bytes) => {
+      const current = Session.decode(bytes);
+      claim = current?.welcomed
+        ? undefined
+        : { ...(current?.restoredIds ? { restoredIds: current.restoredIds } : {}) };
+      return claim ? this.sessionOf(connection, current, { welcomed: true }) : undefined;
+    });
+    return claim;
+  }
+
+  /** Gives a claimed welcome back (its post did not reach the client): the next call posts it. */
+  async releaseWelcome(connection: ConnectionRecord, claim: WelcomeClaim): Promise<void> {
+    const { restoredIds } = claim;
+    try {
+      await this.sessions.updateSession(connection.sid, async (bytes) => {
+        const current = Session.decode(bytes);
+        if (!current?.welcomed) return undefined;
+        return this.sessionOf(connection, current, {
+          welcomed: false,
+          ...(restoredIds ? { restoredIds } : {}),
+        });
+      });
+    } catch (error) {
+      this.logger.error('welcome: claim not released', {
+        connectionId: connection.connectionId,
+        error: errorMessage(error),
+      });
+    }
+  }
+
+  /** The session of `connection`: `current` with `changes`, subscriptions read from the store now. */
+  private async sessionOf(
+    connection: ConnectionRecord,
+    current: SessionState | undefined,
+    changes: Pick<SessionState, 'welcomed' | 'restoredIds'> = {},
+  ): Promise<Session> {
+    const subs = await this.store.subscriptionsOf(connection.connectionId);
+    const welcomed = changes.welcomed ?? current?.welcomed ?? false;
+    const restoredIds = changes.restoredIds ?? current?.restoredIds;
+    return new Session({
+      identity: connection.identity,
+      protocol: connection.protocol,
+      subscriptions: subs.map((s) => ({
+        identifier: s.identifier,
+        stream: s.stream,
+        whisper: s.whisper ?? false,
+      })),
+      welcomed,
+      ...(!welcomed && restoredIds ? { restoredIds } : {}),
+    });
+  }
+}

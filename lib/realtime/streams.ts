@@ -1,0 +1,94 @@
+import { MAX_IDENTIFIER_BYTES, MAX_STREAM_BYTES, utf8Bytes } from '../kernel/limits.js';
+import type { GatewayConfig } from './config.js';
+import { PUBSUB_CHANNEL, type Refusal } from './protocol.js';
+import { verifySignedStreamName } from './tokens.js';
+
+/** The settings stream resolution reads. */
+export type StreamsConfig = Pick<
+  GatewayConfig,
+  'streamsSecret' | 'whisperOnSigned' | 'publicStreams'
+>;
+
+/** Why a `$pubsub` identifier names no stream a client may subscribe to. */
+export type StreamRefusalReason =
+  | 'identifier_too_long'
+  | 'not_json'
+  | 'not_object'
+  | 'unknown_channel'
+  | 'signature'
+  | 'public_disabled'
+  | 'no_stream'
+  | 'stream_too_long';
+
+/** A refused identifier: its `reason` code and the `message` that is logged. */
+export type StreamRefusal = Refusal<StreamRefusalReason>;
+
+/** The stream of an identifier and whether whispers are allowed on it, or why it is refused. */
+export type StreamResolution =
+  | { readonly ok: true; readonly stream: string; readonly whisper: boolean }
+  | { readonly ok: false; readonly refusal: StreamRefusal };
+
+/**
+ * The stream of a `$pubsub` identifier, or why it is refused. The identifier and the
+ * stream become the subscription's sort key: each has a limit
+ * ({@link MAX_IDENTIFIER_BYTES}, {@link MAX_STREAM_BYTES}).
+ */
+export function resolveStream(identifier: string, config: StreamsConfig): StreamResolution {
+  const resolved = streamOf(identifier, config);
+  if (!resolved.ok) return resolved;
+  const bytes = utf8Bytes(resolved.stream);
+  if (bytes > MAX_STREAM_BYTES) {
+    return refuse(
+      'stream_too_long',
+      `stream name is ${bytes} bytes, the limit is ${MAX_STREAM_BYTES} (UTF-8)`,
+    );
+  }
+  return resolved;
+}
+
+/**
+ * The stream a `$pubsub` identifier names: a verified `signed_stream_name` (whispers as
+ * configured), else a public `stream_name` when public streams are enabled (whispers allowed).
+ */
+export function streamOf(identifier: string, config: StreamsConfig): StreamResolution {
+  const idBytes = utf8Bytes(identifier);
+  if (idBytes > MAX_IDENTIFIER_BYTES) {
+    return refuse(
+      'identifier_too_long',
+      `identifier is ${idBytes} bytes, the limit is ${MAX_IDENTIFIER_BYTES} (UTF-8)`,
+    );
+  }
+  let params: Record<string, unknown>;
+  try {
+    const parsed: unknown = JSON.parse(identifier);
+    if (typeof parsed !== 'object' || parsed === null) {
+      return refuse('not_object', 'identifier is not a JSON object');
+    }
+    params = parsed as Record<string, unknown>;
+  } catch {
+    return refuse('not_json', 'identifier is not JSON');
+  }
+  if (params.channel !== PUBSUB_CHANNEL) {
+    return refuse(
+      'unknown_channel',
+      `unknown channel: ${String(params.channel)}, expected ${PUBSUB_CHANNEL}`,
+    );
+  }
+  if (typeof params.signed_stream_name === 'string') {
+    const stream = verifySignedStreamName(params.signed_stream_name, config.streamsSecret ?? '');
+    if (!stream) return refuse('signature', 'signed stream name does not verify');
+    return { ok: true, stream, whisper: config.whisperOnSigned };
+  }
+  if (typeof params.stream_name === 'string' && params.stream_name) {
+    if (!config.publicStreams) return refuse('public_disabled', 'public streams are disabled');
+    return { ok: true, stream: params.stream_name, whisper: true };
+  }
+  return refuse('no_stream', 'identifier names no stream_name or signed_stream_name');
+}
+
+function refuse(
+  reason: StreamRefusalReason,
+  message: string,
+): { ok: false; refusal: StreamRefusal } {
+  return { ok: false, refusal: { reason, message } };
+}

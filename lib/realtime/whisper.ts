@@ -1,0 +1,47 @@
+import { ProtocolError } from '../kernel/errors.js';
+import type { Logger } from '../kernel/logger.js';
+import type { Subscription } from './connections.js';
+import type { StreamDelivery } from './fanout.js';
+import { whisperFrame } from './protocol.js';
+
+/**
+ * Delivers a whisper (a transient message from a client, e.g. a typing indicator) to the
+ * other subscribers of its stream, never to the sender, without a stream position. `subs`
+ * are the sender's subscriptions of the identifier. Data that is not an object, or a stream
+ * whispers are not allowed on, is thrown as a {@link ProtocolError}; failed posts are logged.
+ */
+export async function whisper(
+  fanout: StreamDelivery,
+  logger: Logger,
+  connectionId: string,
+  identifier: string,
+  subs: readonly Subscription[],
+  data: unknown,
+): Promise<void> {
+  if (typeof data !== 'object' || data === null) {
+    throw new ProtocolError('whisper data must be an object', {
+      connectionId,
+      command: 'whisper',
+      identifier,
+    });
+  }
+  const sub = subs[0]!;
+  if (!sub.whisper) {
+    throw new ProtocolError(`whispers are not allowed on stream ${sub.stream}`, {
+      connectionId,
+      command: 'whisper',
+      identifier,
+    });
+  }
+  const report = await fanout.deliver(
+    sub.stream,
+    (other) => whisperFrame(other.identifier, data),
+    connectionId,
+  );
+  if (report.failed.length > 0) {
+    logger.error('whisper: posts failed', {
+      stream: sub.stream,
+      failed: report.failed.length,
+    });
+  }
+}
