@@ -11,7 +11,7 @@ import { LambdacableError } from '../../lib';
 import { recordAwsCalls } from '../../lib/adapters/aws/call-log';
 import { queueUrlVariable, tableVariable } from '../deploy/cloudformation';
 import { consumerGroups, type TableName } from '../deploy/definitions';
-import { OFFLINE_HOOK_ERROR } from './offline/hook-check.mjs';
+import { OFFLINE_HOOK_ERROR, packageProblem } from './offline/hook-check.mjs';
 import { createLocalResources, type LocalResources } from './resources';
 import {
   freePort,
@@ -125,6 +125,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       }
       return chosen;
     };
+    // The preload checks again inside serverless-offline; checked here first, nothing starts.
+    const hookProblem = packageProblem(join(root, 'node_modules', 'serverless-offline'));
+    if (hookProblem) throw new LocalStackError(hookProblem, { service: 'serverless-offline' });
     const wanted: OfflinePorts = {
       ws: port(options.wsPort, 'LAMBDACABLE_WS_PORT', 3001),
       http: port(options.httpPort, 'LAMBDACABLE_HTTP_PORT', 3000),
