@@ -8,6 +8,7 @@ import {
   MAX_STREAM_BYTES,
   utf8Bytes,
 } from '../kernel/limits.js';
+import { decodeData } from './protocol.js';
 
 /** The topic services write broadcasts and remote commands to; the broadcast consumer reads it. */
 export const BROADCAST_TOPIC = 'lambdacable.broadcasts';
@@ -132,12 +133,4 @@ export function hasBroadcastKey(header: string | undefined, key: string): boolea
   const given = Buffer.from(match[1]);
   const expected = Buffer.from(key);
   return given.length === expected.length && timingSafeEqual(given, expected);
-}
-
-function decodeData(data: string): unknown {
-  try {
-    return JSON.parse(data);
-  } catch {
-    return data;
-  }
 }
