@@ -1,4 +1,4 @@
-import { AckManager } from '../lib';
+import { AckManager } from '../lib/core';
 import { CadenceAckManager } from './cadence-ack-manager';
 import { type BenchResult, measure, shuffled } from './util';
 

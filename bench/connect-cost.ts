@@ -4,7 +4,7 @@
  * wait for their welcome. The pinger's tick Queries (`byBucket`) are its fixed cost, not a
  * connect's, and are reported apart.
  */
-import { createConnectToken } from '../lib';
+import { createConnectToken } from '../lib/core';
 import type { BenchSecrets, BenchStack } from './stack';
 import type { Figure } from './util';
 import { BenchClient } from './ws-clients';

@@ -1,5 +1,5 @@
 import { type ChildProcess, fork } from 'node:child_process';
-import { createConnectToken, signStreamName } from '../lib';
+import { createConnectToken, signStreamName } from '../lib/core';
 import { type BenchSecrets, type BenchStack, broadcastOverHttp } from './stack';
 import type { Figure } from './util';
 import { BenchClient, failures, inWaves, quantile, signedIdentifier } from './ws-clients';

@@ -7,7 +7,8 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { createLocalResources } from '../infra/local/resources';
 import { LOCAL_CREDENTIALS, LOCAL_REGION, startDynamoDBLocal } from '../infra/local/services';
-import { DynamoConnectionStore, signStreamName } from '../lib';
+import { DynamoConnectionStore } from '../lib/aws';
+import { signStreamName } from '../lib/core';
 import { type CapacityMeter, eventualReadUnits, itemBytes, meterCapacity } from './capacity';
 import type { Figure } from './util';
 import { inWaves, signedIdentifier } from './ws-clients';

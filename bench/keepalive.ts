@@ -4,14 +4,8 @@
  * reads, per ping interval and with part of the connections on a busy stream. The counts
  * scale linearly with connections; the cost table prices them with bench/prices.ts.
  */
-import {
-  composeRealtime,
-  defaultGatewayConfig,
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemorySessionCache,
-  type Pinger,
-} from '../lib';
+import { composeRealtime, defaultGatewayConfig, type Pinger } from '../lib/core';
+import { MemoryBroker, MemoryConnectionApi, MemorySessionCache } from '../lib/testing';
 import { FakeClock } from '../test/helpers/clock';
 import { CountingStore } from '../test/helpers/counting-store';
 import { costOf, PRICES } from './prices';

@@ -12,7 +12,9 @@ import {
   startSqsLocal,
 } from '../infra/local/services';
 import { StreamPoller } from '../infra/local/stream-poller';
-import { encodeEnvelope, OutboxProducer, OutboxRelay, recordFromItem } from '../lib';
+import { recordFromItem } from '../lib/adapters/aws/dynamodb/outbox';
+import { OutboxProducer, OutboxRelay } from '../lib/aws';
+import { encodeEnvelope } from '../lib/core';
 import { type BenchResult, measureAsync } from './util';
 
 const EVENTS = 5_000;

@@ -1,23 +1,13 @@
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import {
-  BroadcastEvent,
-  type ConsumedMessage,
-  consumeSqsBatch,
-  RemoteCommandEvent,
-  UnknownEventTypeError,
-} from '../lib';
-import {
-  brokerRuntime,
-  runtime,
-  codec as runtimeCodec,
-  metrics as runtimeMetrics,
-} from './runtime';
+import { type ConsumedMessage, consumeSqsBatch } from '../lib/aws';
+import { BroadcastEvent, RemoteCommandEvent, UnknownEventTypeError } from '../lib/core';
+import { delivery, runtime, codec as runtimeCodec, metrics as runtimeMetrics } from './runtime';
 
 /** Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out. */
 export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
   const { logger, sqs, queues } = runtime();
-  const { broker } = brokerRuntime();
+  const { broker } = delivery();
   const codec = runtimeCodec();
   const metrics = runtimeMetrics();
   const response = await consumeSqsBatch(

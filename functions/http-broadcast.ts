@@ -7,7 +7,7 @@ import {
   MessageFormatError,
   parseBroadcastRequest,
   RemoteCommandEvent,
-} from '../lib';
+} from '../lib/core';
 import { runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
 
 /**

@@ -1,6 +1,6 @@
 import type { Context } from 'aws-lambda';
 import { errorMessage } from '../lib/core';
-import { brokerRuntime, runtime } from './runtime';
+import { realtime, runtime } from './runtime';
 
 /** The schedule's period: one run covers one minute. */
 const RUN_MS = 60_000;
@@ -16,7 +16,7 @@ const MARGIN_MS = 5_000;
  */
 export const handler = async (_event: unknown, context: Context) => {
   const { config, logger } = runtime();
-  const pinger = brokerRuntime().pinger({ defaultInterval: config.pingInterval, logger });
+  const pinger = realtime().pinger({ defaultInterval: config.pingInterval, logger });
   const stopAt = Date.now() + context.getRemainingTimeInMillis() - MARGIN_MS;
   const until = Math.min(Date.now() + RUN_MS + OVERLAP_MS, stopAt);
   while (Date.now() < until) {

@@ -17,22 +17,29 @@ import {
   tables as tableDefinitions,
 } from '../infra/deploy/definitions';
 import {
-  AvroCodec,
-  BROADCAST_TOPIC,
-  configFromEnv,
-  DynamoSchemaRegistry,
-  type GatewayConfig,
-  OutboxProducer,
-  OutboxRelay,
-} from '../lib';
-import { recordAwsCalls } from '../lib/adapters/aws/call-log';
-import {
   ApiGatewayConnectionApi,
   DynamoBroker,
   DynamoConnectionStore,
+  DynamoSchemaRegistry,
   DynamoSessionCache,
+  OutboxProducer,
+  OutboxRelay,
+  recordAwsCalls,
 } from '../lib/aws';
-import { composeRealtime, type Gateway, type Realtime } from '../lib/core';
+import {
+  AvroCodec,
+  BROADCAST_TOPIC,
+  type Broadcaster,
+  ConfigError,
+  composeDelivery,
+  composeRealtime,
+  configFromEnv,
+  type Delivery,
+  type Gateway,
+  type GatewayConfig,
+  type Realtime,
+  type SessionCache,
+} from '../lib/core';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -51,11 +58,8 @@ export interface Runtime {
   record<C>(client: C): C;
 }
 
-/**
- * The WebSocket side over the tables: the fan-out, the broker (history) over it, the gateway
- * and pinger runs, sharing one session cache ({@link composeRealtime}).
- */
-export interface BrokerRuntime extends Realtime<DynamoBroker> {
+/** What the WebSocket side is built over. */
+interface WebSocketAdapters {
   readonly store: DynamoConnectionStore;
   readonly api: ApiGatewayConnectionApi;
   readonly sessions: DynamoSessionCache;
@@ -133,40 +137,54 @@ export function metrics(): Metrics {
   );
 }
 
-/** The broker, the fan-out and the gateway, composed once per instance. */
-export function brokerRuntime(): BrokerRuntime {
-  return part('broker', ({ dynamodb, tables, config, logger, record }) => {
+/** The connections table, the management API and the session cache, built once per instance. */
+function adapters(): WebSocketAdapters {
+  return part('adapters', ({ dynamodb, tables, config, record }) => {
     const override = process.env.LAMBDACABLE_MANAGEMENT_ENDPOINT || undefined;
-    const store = new DynamoConnectionStore({ client: dynamodb, tableName: tables.connections });
-    const api = new ApiGatewayConnectionApi({
-      ...(override ? { endpoint: override } : {}),
-      // One management client per endpoint, each with the call recorder.
-      createClient: (endpoint) =>
-        record(new ApiGatewayManagementApiClient({ ...CLIENT_DEFAULTS, endpoint })),
-    });
-    const sessions = new DynamoSessionCache({
-      client: dynamodb,
-      tableName: tables.sessions,
-      config: config.broker,
-    });
-    const realtime = composeRealtime(
-      { store, api, sessions, config, logger },
-      (broadcaster) =>
-        new DynamoBroker({
-          client: dynamodb,
-          historyTable: tables.history,
-          sessions,
-          broadcaster,
-          config: config.broker,
-        }),
-    );
-    return { store, api, sessions, ...realtime };
+    return {
+      store: new DynamoConnectionStore({ client: dynamodb, tableName: tables.connections }),
+      api: new ApiGatewayConnectionApi({
+        ...(override ? { endpoint: override } : {}),
+        // One management client per endpoint, each with the call recorder.
+        createClient: (endpoint) =>
+          record(new ApiGatewayManagementApiClient({ ...CLIENT_DEFAULTS, endpoint })),
+      }),
+      sessions: new DynamoSessionCache({
+        client: dynamodb,
+        tableName: tables.sessions,
+        config: config.broker,
+      }),
+    };
   });
 }
 
-/** The WebSocket gateway: the protocol, tokens and sessions, over the broker. */
+/** The broker (history) over the fan-out, each built after what it uses. */
+function brokerOver(broadcaster: Broadcaster, sessions: SessionCache): DynamoBroker {
+  const { dynamodb, tables, config } = runtime();
+  return new DynamoBroker({
+    client: dynamodb,
+    historyTable: tables.history,
+    sessions,
+    broadcaster,
+    config: config.broker,
+  });
+}
+
+/** The broadcast consumer's part: the broker and its fan-out, without the gateway. */
+export function delivery(): Delivery<DynamoBroker> {
+  return part('delivery', ({ logger }) => composeDelivery({ ...adapters(), logger }, brokerOver));
+}
+
+/** The WebSocket side: fan-out, broker, gateway and pinger runs over one session cache. */
+export function realtime(): Realtime<DynamoBroker> {
+  return part('realtime', ({ config, logger }) =>
+    composeRealtime({ ...adapters(), config, logger }, brokerOver),
+  );
+}
+
+/** The WebSocket gateway: the protocol, tokens and sessions. */
 export function gateway(): Gateway {
-  return brokerRuntime().gateway;
+  return realtime().gateway;
 }
 
 /** Encodes and decodes events with the schema registry table. */
@@ -209,6 +227,10 @@ function serviceName(env: Env): string {
 
 function required(env: Env, name: string): string {
   const value = env[name];
-  if (!value) throw new Error(`${name} is not set: serverless.yml or npm start sets it`);
+  if (!value) {
+    throw new ConfigError(`${name} is not set: serverless.yml or npm start sets it`, {
+      variable: name,
+    });
+  }
   return value;
 }

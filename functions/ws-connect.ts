@@ -1,5 +1,5 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
-import type { ConnectResult } from '../lib';
+import type { ConnectResult } from '../lib/core';
 import { errorMessage } from '../lib/core';
 import { gateway, runtime } from './runtime';
 

@@ -7,14 +7,18 @@ export {
   ApiGatewayConnectionApi,
   type ApiGatewayConnectionApiOptions,
 } from './adapters/aws/apigateway/connection-api.js';
-export { awsCall } from './adapters/aws/call.js';
-export { AwsClient, type AwsClientOptions } from './adapters/aws/client.js';
+export { recordAwsCalls } from './adapters/aws/call-log.js';
+export {
+  AwsClient,
+  type AwsClientOptions,
+} from './adapters/aws/client.js';
 export { DynamoAckStore } from './adapters/aws/dynamodb/acks.js';
-export { DynamoBroker, type DynamoBrokerOptions } from './adapters/aws/dynamodb/broker.js';
+export {
+  DynamoBroker,
+  type DynamoBrokerOptions,
+} from './adapters/aws/dynamodb/broker.js';
 export {
   BUCKET_INDEX,
-  CONNECTION_BUCKETS,
-  connectionBucket,
   DynamoConnectionStore,
   IDENTITY_INDEX,
   STREAM_INDEX,
@@ -30,8 +34,6 @@ export {
   MAX_ITEM_BYTES,
   OutboxProducer,
   type OutboxProducerOptions,
-  outboxItem,
-  recordFromItem,
   writeToOutbox,
 } from './adapters/aws/dynamodb/outbox.js';
 export { DynamoSchemaRegistry } from './adapters/aws/dynamodb/schema-registry.js';
@@ -45,7 +47,10 @@ export {
   consumeSqsBatch,
   NackError,
 } from './adapters/aws/sqs/batch-consumer.js';
-export { SqsConsumer, type SqsConsumerOptions } from './adapters/aws/sqs/consumer.js';
+export {
+  SqsConsumer,
+  type SqsConsumerOptions,
+} from './adapters/aws/sqs/consumer.js';
 export {
   deduplicationId,
   HASHED_ID_PREFIX,

@@ -4,8 +4,6 @@
  * the errors. Nothing here imports the AWS SDK.
  */
 
-export { SubscriptionTracking } from './broker/base.js';
-export { historyFromRetained, type StoredMessage, type StreamMeta } from './broker/history.js';
 export { LegacyBroker } from './broker/legacy.js';
 export { StreamsTracker } from './broker/streams-tracker.js';
 export {
@@ -21,7 +19,11 @@ export {
   type SessionUpdate,
   type StreamMessage,
 } from './broker/types.js';
-export { AvroCodec, frame, unframe } from './events/avro.js';
+export {
+  AvroCodec,
+  frame,
+  unframe,
+} from './events/avro.js';
 export {
   defineEvent,
   type Event,
@@ -36,7 +38,6 @@ export {
 export { newEventId } from './events/event-id.js';
 export {
   assertBackwardCompatible,
-  canonicalSchema,
   type SchemaRegistry,
 } from './events/schema-registry.js';
 export {
@@ -46,21 +47,35 @@ export {
   NoopEventSender,
   type SenderStats,
 } from './events/sender.js';
-export { type Clock, systemClock } from './kernel/clock.js';
-export { forEachConcurrently } from './kernel/concurrency.js';
-export * from './kernel/errors.js';
-export * from './kernel/limits.js';
-export { type Logger, noopLogger } from './kernel/logger.js';
-export { AckManager, PartitionAckManager } from './messaging/ack-manager.js';
 export {
-  type AckState,
-  type AckStore,
-  type AckUpdate,
-  applyAckUpdate,
-  DEFAULT_HOLE_RETENTION_MS,
-  isAcked,
+  type Clock,
+  systemClock,
+} from './kernel/clock.js';
+export * from './kernel/errors.js';
+export {
+  MAX_BROADCAST_BODY_BYTES,
+  MAX_BROADCAST_DATA_BYTES,
+  MAX_CONNECTION_ID_BYTES,
+  MAX_IDENTIFIER_BYTES,
+  MAX_IDENTITY_BYTES,
+  MAX_SID_BYTES,
+  MAX_STREAM_BYTES,
+} from './kernel/limits.js';
+export type { Logger } from './kernel/logger.js';
+export {
+  AckManager,
+  PartitionAckManager,
+} from './messaging/ack-manager.js';
+export type {
+  AckState,
+  AckStore,
+  AckUpdate,
 } from './messaging/ack-store.js';
-export { decodeEnvelope, type Envelope, encodeEnvelope } from './messaging/envelope.js';
+export {
+  decodeEnvelope,
+  type Envelope,
+  encodeEnvelope,
+} from './messaging/envelope.js';
 export {
   type Client,
   type CloseableProducer,
@@ -79,7 +94,6 @@ export {
   type Broadcast,
   BroadcastEvent,
   type BroadcastRequestItem,
-  COMMANDS_KEY,
   hasBroadcastKey,
   parseBroadcastRequest,
   type RemoteCommand,
@@ -87,11 +101,17 @@ export {
 } from './realtime/broadcasts.js';
 export {
   type ComposeRealtimeOptions,
+  composeDelivery,
   composeRealtime,
+  type Delivery,
   type PingerSettings,
   type Realtime,
 } from './realtime/compose.js';
-export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './realtime/config.js';
+export {
+  configFromEnv,
+  defaultGatewayConfig,
+  type GatewayConfig,
+} from './realtime/config.js';
 export type { ConnectRequest, ConnectResult } from './realtime/connect.js';
 export type { ConnectionApi } from './realtime/connection-api.js';
 export type {
@@ -104,30 +124,26 @@ export {
   type DeliveryReport,
   Fanout,
   type FanoutOptions,
-  GatewayBroadcaster,
-  type GatewayBroadcasterOptions,
 } from './realtime/fanout.js';
-export { Gateway, type GatewayOptions } from './realtime/gateway.js';
 export {
-  disconnectConnection,
-  disconnectGone,
-  type GonePolicy,
-  type SessionFinisher,
-} from './realtime/gone.js';
+  Gateway,
+  type GatewayOptions,
+} from './realtime/gateway.js';
 export {
   MAX_PING_INTERVAL,
   MIN_PING_INTERVAL,
-  parsePingInterval,
 } from './realtime/ping-interval.js';
-export { Pinger, type PingerOptions, type PingReport, type Welcomer } from './realtime/pinger.js';
 export {
-  broadcastFrame,
-  decodeData,
+  Pinger,
+  type PingerOptions,
+  type PingReport,
+  type Welcomer,
+} from './realtime/pinger.js';
+export {
   EXT_PROTOCOL,
   PLAIN_PROTOCOL,
   PUBSUB_CHANNEL,
 } from './realtime/protocol.js';
-export { Session, type SessionState, type SessionSubscription } from './realtime/session.js';
 export {
   type ConnectTokenClaims,
   createConnectToken,

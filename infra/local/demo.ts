@@ -6,14 +6,8 @@ import {
   type TransactWriteItem,
   TransactWriteItemsCommand,
 } from '@aws-sdk/client-dynamodb';
-import {
-  BroadcastEvent,
-  createEventSender,
-  DynamoOutbox,
-  DynamoSchemaRegistry,
-  EventTopics,
-  newEventId,
-} from '../../lib';
+import { DynamoOutbox, DynamoSchemaRegistry } from '../../lib/aws';
+import { BroadcastEvent, createEventSender, EventTopics, newEventId } from '../../lib/core';
 import { tableName } from '../deploy/definitions';
 
 /** What {@link commitDemoBroadcast} did. */

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
-import { createConnectToken, signStreamName } from '../../lib';
+import { createConnectToken, signStreamName } from '../../lib/core';
 import { type LocalStack, startLocalStack } from './stack';
 
 /** A repeat within this window is the same signal passed on again by tsx, not a second one. */

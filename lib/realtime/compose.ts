@@ -42,12 +42,16 @@ export type PingerSettings = Omit<
   'store' | 'api' | 'welcomer' | 'sessions' | 'history'
 >;
 
-/** The WebSocket side, composed. */
-export interface Realtime<B extends Broker> {
+/** The delivery path: the fan-out, and the broker that feeds it. */
+export interface Delivery<B extends Broker> {
   /** The broker's broadcaster: posts to each stream's subscribers. */
   readonly fanout: Fanout;
   /** The broker, built over the fan-out. */
   readonly broker: B;
+}
+
+/** The WebSocket side, composed. */
+export interface Realtime<B extends Broker> extends Delivery<B> {
   /** The gateway: connect, welcome, frames, disconnect. */
   readonly gateway: Gateway;
   /** A pinger run (one per run: it keeps what it read) over these parts. */
@@ -71,17 +75,7 @@ export function composeRealtime<B extends Broker>(
   broker: (broadcaster: Broadcaster, sessions: SessionCache) => B,
 ): Realtime<B> {
   const { store, api, sessions, config, logger, clock, concurrency, goneGraceMs } = options;
-  const fanout = new Fanout({
-    store,
-    api,
-    sessions,
-    logger,
-    clock,
-    concurrency,
-    pageSize: options.pageSize,
-    goneGraceMs,
-  });
-  const built = broker(fanout, sessions);
+  const { fanout, broker: built } = composeDelivery(options, broker);
   const history = options.history ?? built;
   const gateway = new Gateway({
     store,
@@ -108,4 +102,27 @@ export function composeRealtime<B extends Broker>(
       history,
     });
   return { fanout, broker: built, gateway, pinger };
+}
+
+/**
+ * The first stage of {@link composeRealtime}, on its own for the broadcast consumer, which
+ * needs no gateway: the fan-out, then the broker over it. A bundle that calls only this
+ * leaves the gateway, its tokens and the pinger out.
+ */
+export function composeDelivery<B extends Broker>(
+  options: Omit<ComposeRealtimeOptions, 'config' | 'history' | 'newSid'>,
+  broker: (broadcaster: Broadcaster, sessions: SessionCache) => B,
+): Delivery<B> {
+  const { store, api, sessions, logger, clock, concurrency, goneGraceMs } = options;
+  const fanout = new Fanout({
+    store,
+    api,
+    sessions,
+    logger,
+    clock,
+    concurrency,
+    pageSize: options.pageSize,
+    goneGraceMs,
+  });
+  return { fanout, broker: broker(fanout, sessions) };
 }

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { type Broker, type BrokerConfig, HistoryError, type StreamMessage } from '../../lib';
+import { type Broker, type BrokerConfig, HistoryError, type StreamMessage } from '../../lib/core';
 import { RecordingBroadcaster } from '../helpers/broadcaster';
 import { FakeClock } from '../helpers/clock';
 

@@ -1,5 +1,10 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import type { ConnectionChange, ConnectionRecord, ConnectionStore, Subscription } from '../../lib';
+import type {
+  ConnectionChange,
+  ConnectionRecord,
+  ConnectionStore,
+  Subscription,
+} from '../../lib/core';
 
 let n = 0;
 const id = (label: string) => `${label}-${process.pid}-${Date.now()}-${++n}`;

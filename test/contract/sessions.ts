@@ -8,11 +8,11 @@ import {
   composeRealtime,
   createConnectToken,
   defaultGatewayConfig,
-  MemoryConnectionApi,
-  Session,
   type SessionCache,
   type Subscription,
-} from '../../lib';
+} from '../../lib/core';
+import { Session } from '../../lib/realtime/session';
+import { MemoryConnectionApi } from '../../lib/testing';
 import { FakeClock } from '../helpers/clock';
 
 const EXT = 'actioncable-v1-ext-json';

@@ -7,7 +7,7 @@ import {
   MAX_BROADCAST_DATA_BYTES,
   MAX_STREAM_BYTES,
   signStreamName,
-} from '../../lib';
+} from '../../lib/core';
 import { until } from '../helpers/cable';
 
 // Bad input of every kind against the real local stack (serverless-offline, DynamoDB Local,

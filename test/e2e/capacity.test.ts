@@ -5,8 +5,8 @@ import { type Cable, createCable } from '@anycable/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local/stack';
-import { createConnectToken, signStreamName } from '../../lib';
 import type { RecordedCall } from '../../lib/adapters/aws/call-log';
+import { createConnectToken, signStreamName } from '../../lib/core';
 
 const env = {
   LAMBDACABLE_JWT_SECRET: 'capacity-jwt-secret',

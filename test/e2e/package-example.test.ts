@@ -8,14 +8,9 @@ import { DynamoDBClient, GetItemCommand, ScanCommand } from '@aws-sdk/client-dyn
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../infra/local/services';
 import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local/stack';
-import {
-  AvroCodec,
-  BROADCAST_TOPIC,
-  createConnectToken,
-  DynamoSchemaRegistry,
-  recordFromItem,
-  signStreamName,
-} from '../../lib';
+import { recordFromItem } from '../../lib/adapters/aws/dynamodb/outbox';
+import { DynamoSchemaRegistry } from '../../lib/aws';
+import { AvroCodec, BROADCAST_TOPIC, createConnectToken, signStreamName } from '../../lib/core';
 import { anycableClients, collect, until } from '../helpers/cable';
 import { OrderPlaced } from '../helpers/events';
 

@@ -14,8 +14,8 @@ import {
   type LocalStack,
   startLocalStack,
 } from '../../infra/local/stack';
-import { createConnectToken, signStreamName } from '../../lib';
 import type { RecordedCall } from '../../lib/adapters/aws/call-log';
+import { createConnectToken, signStreamName } from '../../lib/core';
 import { anycableClients, collect, type Received, until } from '../helpers/cable';
 import {
   evaluateRoles,

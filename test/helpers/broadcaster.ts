@@ -1,4 +1,4 @@
-import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../../lib';
+import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../../lib/core';
 
 /** A broadcaster that records what it is given. */
 export class RecordingBroadcaster implements Broadcaster {

@@ -1,4 +1,4 @@
-import type { Clock } from '../../lib';
+import type { Clock } from '../../lib/core';
 
 /**
  * A clock that only moves when told. It starts in the year 2100 so that DynamoDB

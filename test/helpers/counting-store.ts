@@ -1,4 +1,5 @@
-import { type ConnectionChange, MemoryConnectionStore } from '../../lib';
+import type { ConnectionChange } from '../../lib/core';
+import { MemoryConnectionStore } from '../../lib/testing';
 
 /** The in-memory store, counting what a reader (the pinger) reads from it. */
 export class CountingStore extends MemoryConnectionStore {

@@ -1,4 +1,4 @@
-import { defineEvent, EventTopics } from '../../lib';
+import { defineEvent, EventTopics } from '../../lib/core';
 
 export interface OrderPlaced {
   orderId: string;

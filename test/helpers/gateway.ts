@@ -1,5 +1,5 @@
-import type { Logger } from '../../lib';
-import { signStreamName } from '../../lib';
+import type { Logger } from '../../lib/core';
+import { signStreamName } from '../../lib/core';
 
 /** The extended protocol's subprotocol. */
 export const EXT = 'actioncable-v1-ext-json';

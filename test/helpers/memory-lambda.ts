@@ -1,12 +1,7 @@
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import {
-  type BatchConsumerOptions,
-  type ConsumedMessage,
-  consumeSqsBatch,
-  encodeEnvelope,
-  type MemoryQueue,
-  type QueuedMessage,
-} from '../../lib';
+import { type BatchConsumerOptions, type ConsumedMessage, consumeSqsBatch } from '../../lib/aws';
+import { encodeEnvelope } from '../../lib/core';
+import type { MemoryQueue, QueuedMessage } from '../../lib/testing';
 
 /** The Lambda SQS event of `messages` taken from a {@link MemoryQueue} (bodies are envelopes). */
 export function memorySqsEvent(messages: readonly QueuedMessage[], topic = 't'): SQSEvent {

@@ -8,7 +8,7 @@ import {
 import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
 import { inject } from 'vitest';
 import { StreamPoller, type StreamPollerOptions } from '../../infra/local/stream-poller';
-import { OutboxRelay, type OutboxRelayOptions } from '../../lib';
+import { OutboxRelay, type OutboxRelayOptions } from '../../lib/aws';
 
 /**
  * A poller that relays the outbox stream with `relay`, driven by hand with `drain()`.

@@ -8,7 +8,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse } from 'aws-lambda';
 import { sqsEventOf } from '../../infra/local/sqs-poller';
-import { type BatchConsumerOptions, type ConsumedMessage, consumeSqsBatch } from '../../lib';
+import { type BatchConsumerOptions, type ConsumedMessage, consumeSqsBatch } from '../../lib/aws';
 
 /**
  * One invocation of an SQS-triggered consumer the way Lambda's event source mapping runs

@@ -7,17 +7,16 @@ import { DeleteMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { sqsEventOf as sqsEvent } from '../../infra/local/sqs-poller';
 import {
-  AvroCodec,
   AwsClient,
   type ConsumedMessage,
   consumeSqsBatch,
   DynamoAckStore,
-  MemorySchemaRegistry,
-  type Message,
   messageGroupId,
   OutboxProducer,
   SqsConsumer,
-} from '../../lib';
+} from '../../lib/aws';
+import { AvroCodec, type Message } from '../../lib/core';
+import { MemorySchemaRegistry } from '../../lib/testing';
 import { testResources } from '../helpers/aws';
 import { outboxPoller, receive, receiveAll, relayFor } from '../helpers/relay';
 import { invokeOnSqs, redriveDlq } from '../helpers/sqs-lambda';

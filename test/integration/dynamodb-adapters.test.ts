@@ -1,13 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
-  AvroCodec,
   DynamoAckStore,
   DynamoBroker,
   DynamoConnectionStore,
   DynamoSchemaRegistry,
   DynamoSessionCache,
-  SchemaCompatibilityError,
-} from '../../lib';
+} from '../../lib/aws';
+import { AvroCodec, SchemaCompatibilityError } from '../../lib/core';
 import { brokerContract } from '../contract/broker';
 import { connectionStoreContract } from '../contract/connections';
 import { gatewaySessionContract } from '../contract/sessions';

@@ -18,14 +18,14 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import avro from 'avsc';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { DynamoSchemaRegistry } from '../../lib/aws';
 import {
   AvroCodec,
   BROADCAST_TOPIC,
   BroadcastEvent,
-  DynamoSchemaRegistry,
   decodeEnvelope,
   defineEvent,
-} from '../../lib';
+} from '../../lib/core';
 import { zigZagLong } from '../helpers/avro-wire';
 import { testResources } from '../helpers/aws';
 import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';

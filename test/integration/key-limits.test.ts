@@ -1,17 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import { DynamoBroker, DynamoConnectionStore, DynamoSessionCache } from '../../lib/aws';
 import {
   composeRealtime,
   configFromEnv,
   createConnectToken,
-  DynamoBroker,
-  DynamoConnectionStore,
-  DynamoSessionCache,
   LimitExceededError,
   MAX_IDENTIFIER_BYTES,
   MAX_STREAM_BYTES,
-  MemoryConnectionApi,
   signStreamName,
-} from '../../lib';
+} from '../../lib/core';
+import { MemoryConnectionApi } from '../../lib/testing';
 import { testResources } from '../helpers/aws';
 
 // The limits against DynamoDB Local, which enforces the real key sizes (2048-byte partition

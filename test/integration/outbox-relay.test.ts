@@ -8,19 +8,17 @@ import {
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { DynamoOutbox, DynamoSchemaRegistry, OutboxProducer } from '../../lib/aws';
 import {
   AvroCodec,
   createEventSender,
-  DynamoOutbox,
-  DynamoSchemaRegistry,
   decodeEnvelope,
   EncodeError,
   type EventSender,
   EventTopics,
-  OutboxProducer,
   UnknownEventTypeError,
   withKey,
-} from '../../lib';
+} from '../../lib/core';
 import { testResources } from '../helpers/aws';
 import { OrderPlaced, orderPlaced, UserSignedUp } from '../helpers/events';
 import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';

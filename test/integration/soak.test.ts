@@ -10,18 +10,20 @@ import type { DynamoDBRecord, SQSBatchResponse } from 'aws-lambda';
 import { describe, expect, inject, it, onTestFinished, vi } from 'vitest';
 import { StreamPoller } from '../../infra/local/stream-poller';
 import {
-  type AckStore,
-  AvroCodec,
   type ConsumedMessage,
-  createEventSender,
   DynamoAckStore,
   DynamoOutbox,
   DynamoSchemaRegistry,
-  defineEvent,
-  EventTopics,
   OutboxProducer,
   OutboxRelay,
-} from '../../lib';
+} from '../../lib/aws';
+import {
+  type AckStore,
+  AvroCodec,
+  createEventSender,
+  defineEvent,
+  EventTopics,
+} from '../../lib/core';
 import { testResources } from '../helpers/aws';
 import {
   fastRetry,

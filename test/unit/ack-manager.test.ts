@@ -1,15 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import {
-  AckManager,
-  AckManagerError,
-  type AckStore,
-  type ConsumedMessage,
-  consumeSqsBatch,
-  MemoryAckStore,
-  MemoryQueue,
-  PartitionAckManager,
-} from '../../lib';
+import { type ConsumedMessage, consumeSqsBatch } from '../../lib/aws';
+import { AckManager, AckManagerError, type AckStore, PartitionAckManager } from '../../lib/core';
 import { applyAckUpdate, isAcked } from '../../lib/messaging/ack-store';
+import { MemoryAckStore, MemoryQueue } from '../../lib/testing';
 import { invokeOnMemoryQueue, memorySqsEvent } from '../helpers/memory-lambda';
 
 function levels(m: AckManager): [bigint, bigint] {

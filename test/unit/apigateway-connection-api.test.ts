@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ApiGatewayConnectionApi, AwsResourceError } from '../../lib';
+import { ApiGatewayConnectionApi } from '../../lib/aws';
+import { AwsResourceError } from '../../lib/core';
 
 /**
  * Fault injection at the HTTP layer: serverless-offline answers 410 for unknown connections

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   BroadcastEvent,
-  COMMANDS_KEY,
   hasBroadcastKey,
   LimitExceededError,
   MAX_BROADCAST_BODY_BYTES,
@@ -10,7 +9,8 @@ import {
   MessageFormatError,
   parseBroadcastRequest,
   RemoteCommandEvent,
-} from '../../lib';
+} from '../../lib/core';
+import { COMMANDS_KEY } from '../../lib/realtime/broadcasts';
 
 describe('parseBroadcastRequest (AnyCable broadcast API body)', () => {
   it('reads one broadcast, or an array of broadcasts and commands, in order', () => {

@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  defaultBrokerConfig,
-  HistoryError,
-  LegacyBroker,
-  MemoryBroker,
-  MemorySessionCache,
-  StreamsTracker,
-} from '../../lib';
+import { defaultBrokerConfig, HistoryError, LegacyBroker, StreamsTracker } from '../../lib/core';
+import { MemoryBroker, MemorySessionCache } from '../../lib/testing';
 import { brokerContract } from '../contract/broker';
 import { RecordingBroadcaster } from '../helpers/broadcaster';
 

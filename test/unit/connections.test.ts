@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryAckStore, MemoryConnectionStore } from '../../lib';
+import { MemoryAckStore, MemoryConnectionStore } from '../../lib/testing';
 import { connectionStoreContract } from '../contract/connections';
 
 connectionStoreContract('MemoryConnectionStore', () => new MemoryConnectionStore());

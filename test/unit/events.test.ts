@@ -7,11 +7,11 @@ import {
   EncodeError,
   EventTopics,
   frame,
-  MemorySchemaRegistry,
   SchemaCompatibilityError,
   UnknownEventTypeError,
   withKey,
-} from '../../lib';
+} from '../../lib/core';
+import { MemorySchemaRegistry } from '../../lib/testing';
 import { readZigZagLong, zigZagLong } from '../helpers/avro-wire';
 import { OrderPlaced, orderPlaced, testTopics, UserSignedUp } from '../helpers/events';
 

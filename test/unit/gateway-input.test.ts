@@ -8,12 +8,14 @@ import {
   MAX_IDENTIFIER_BYTES,
   MAX_SID_BYTES,
   MAX_STREAM_BYTES,
+  signStreamName,
+} from '../../lib/core';
+import {
   MemoryBroker,
   MemoryConnectionApi,
   MemoryConnectionStore,
   MemorySessionCache,
-  signStreamName,
-} from '../../lib';
+} from '../../lib/testing';
 import { FakeClock } from '../helpers/clock';
 import {
   EXT,

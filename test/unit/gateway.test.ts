@@ -8,12 +8,14 @@ import {
   defaultGatewayConfig,
   Fanout,
   type GatewayConfig,
+  signStreamName,
+} from '../../lib/core';
+import {
   MemoryBroker,
   MemoryConnectionApi,
   MemoryConnectionStore,
   MemorySessionCache,
-  signStreamName,
-} from '../../lib';
+} from '../../lib/testing';
 import { gatewaySessionContract } from '../contract/sessions';
 import { FakeClock } from '../helpers/clock';
 import {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryClient, MemoryQueue, type Message } from '../../lib';
+import type { Message } from '../../lib/core';
+import { MemoryClient, MemoryQueue } from '../../lib/testing';
 import { FakeClock } from '../helpers/clock';
 
 const bytes = (s: string) => new TextEncoder().encode(s);

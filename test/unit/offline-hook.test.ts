@@ -13,7 +13,7 @@ import {
   USER_FUNCTION_FILE,
 } from '../../infra/local/offline/hook-check.mjs';
 import { LocalStackError, offlineExitError } from '../../infra/local/stack';
-import { LambdacableError } from '../../lib';
+import { LambdacableError } from '../../lib/core';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const installed = join(root, 'node_modules', 'serverless-offline');

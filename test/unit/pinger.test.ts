@@ -4,12 +4,10 @@ import {
   createConnectToken,
   defaultGatewayConfig,
   MAX_PING_INTERVAL,
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemorySessionCache,
   Pinger,
-  parsePingInterval,
-} from '../../lib';
+} from '../../lib/core';
+import { parsePingInterval } from '../../lib/realtime/ping-interval';
+import { MemoryBroker, MemoryConnectionApi, MemorySessionCache } from '../../lib/testing';
 import { FakeClock } from '../helpers/clock';
 import { CountingStore } from '../helpers/counting-store';
 import { EXT, JWT_SECRET, pubsub, RecordingLogger } from '../helpers/gateway';

@@ -5,12 +5,8 @@ import {
   defaultGatewayConfig,
   MAX_IDENTIFIER_BYTES,
   MAX_STREAM_BYTES,
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemoryConnectionStore,
-  MemorySessionCache,
   signStreamName,
-} from '../../lib';
+} from '../../lib/core';
 import { invalidHistoryRequest } from '../../lib/realtime/history';
 import { readPingInterval } from '../../lib/realtime/ping-interval';
 import {
@@ -20,6 +16,12 @@ import {
   parseClientFrame,
 } from '../../lib/realtime/protocol';
 import { resolveStream, type StreamsConfig } from '../../lib/realtime/streams';
+import {
+  MemoryBroker,
+  MemoryConnectionApi,
+  MemoryConnectionStore,
+  MemorySessionCache,
+} from '../../lib/testing';
 import { FakeClock } from '../helpers/clock';
 import { EXT, pubsub, STREAMS_SECRET } from '../helpers/gateway';
 

@@ -7,16 +7,18 @@ import {
   createEventSender,
   EventSenderError,
   EventTopics,
-  MemoryClient,
-  MemoryOutbox,
-  MemorySchemaRegistry,
-  type MemoryTransaction,
   NoopEventSender,
   type OutgoingMessage,
   type Producer,
   UnknownEventTypeError,
   withKey,
-} from '../../lib';
+} from '../../lib/core';
+import {
+  MemoryClient,
+  MemoryOutbox,
+  MemorySchemaRegistry,
+  type MemoryTransaction,
+} from '../../lib/testing';
 import { FakeClock } from '../helpers/clock';
 import { OrderPlaced, orderPlaced, testTopics, UserSignedUp } from '../helpers/events';
 

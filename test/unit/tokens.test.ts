@@ -6,7 +6,7 @@ import {
   UnauthorizedError,
   verifyConnectToken,
   verifySignedStreamName,
-} from '../../lib';
+} from '../../lib/core';
 import { FakeClock } from '../helpers/clock';
 
 describe('signed stream names', () => {

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { connectResponse } from '../../functions/ws-connect';
+import { composeRealtime } from '../../lib/core';
+import { defaultGatewayConfig } from '../../lib/realtime/config';
 import {
-  composeRealtime,
   MemoryBroker,
   MemoryConnectionApi,
   MemoryConnectionStore,
   MemorySessionCache,
-} from '../../lib';
-import { defaultGatewayConfig } from '../../lib/realtime/config';
+} from '../../lib/testing';
 
 const gateway = () => {
   const sessions = new MemorySessionCache();
