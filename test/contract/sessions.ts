@@ -18,42 +18,13 @@ import { FakeClock } from '../helpers/clock';
 const EXT = 'actioncable-v1-ext-json';
 const JWT_SECRET = 'jwt-secret';
 
-/**
- * The connection store, the session cache and (given its broadcaster and that cache) the
- * broker. A factory that gives no `sessions` must build brokers that keep theirs outside the
- * process (a table): the contract then reads and writes sessions through a second broker of
- * the factory, one that broadcasts nothing.
- */
+/** The connection store, the session cache and (given its broadcaster and that cache) the broker. */
 export type SessionStoresFactory = (options: { clock: FakeClock }) => Promise<{
   store: ConnectionStore;
-  sessions?: SessionCache;
-  /** A broker over `broadcaster`, keeping its sessions in `sessions` when given. */
-  broker: (broadcaster: Broadcaster, sessions?: SessionCache) => Broker;
+  sessions: SessionCache;
+  /** A broker over `broadcaster`, keeping its sessions in `sessions`. */
+  broker: (broadcaster: Broadcaster, sessions: SessionCache) => Broker;
 }>;
-
-/** A broadcaster for a broker that is only asked for sessions. */
-const idle: Broadcaster = {
-  broadcast() {},
-  broadcastCommand() {},
-  subscribe() {},
-  unsubscribe() {},
-};
-
-/** The broker's sessions as a {@link SessionCache}; `updateSession` read-then-commit when it has none. */
-function sessionsOf(broker: Broker): SessionCache {
-  return {
-    commitSession: (sid, session) => broker.commitSession(sid, session),
-    restoreSession: (sid) => broker.restoreSession(sid),
-    finishSession: (sid) => broker.finishSession(sid),
-    updateSession: async (sid, update) => {
-      if (broker.updateSession) return broker.updateSession(sid, update);
-      const next = await update(await broker.restoreSession(sid));
-      if (!next) return false;
-      await broker.commitSession(sid, next);
-      return true;
-    },
-  };
-}
 
 let unique = 0;
 /** An id no other test uses (the tables are shared). */
@@ -139,7 +110,7 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       const clock = new FakeClock();
       const stores = await factory({ clock });
       const pausing = new PausingStore(stores.store);
-      const sessions = stores.sessions ?? sessionsOf(stores.broker(idle));
+      const { sessions } = stores;
       const sids: string[] = [];
       const { broker, gateway } = composeRealtime(
         {

@@ -59,11 +59,16 @@ gatewaySessionContract('DynamoConnectionStore + DynamoBroker', async ({ clock })
   const res = await resources();
   return {
     store: new DynamoConnectionStore({ client: res.dynamodb, tableName: res.tables.connections }),
-    broker: (broadcaster) =>
+    sessions: new DynamoSessionCache({
+      client: res.dynamodb,
+      tableName: res.tables.sessions,
+      clock,
+    }),
+    broker: (broadcaster, sessions) =>
       new DynamoBroker({
         client: res.dynamodb,
         historyTable: res.tables.history,
-        sessionsTable: res.tables.sessions,
+        sessions,
         broadcaster,
         clock,
       }),
