@@ -1,7 +1,7 @@
 import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
 import { type Clock, systemClock } from '../kernel/clock.js';
 import { forEachConcurrently } from '../kernel/concurrency.js';
-import { errorMessage } from '../kernel/errors.js';
+import { ConfigError, errorMessage } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
@@ -91,7 +91,9 @@ export class Fanout implements Broadcaster, StreamDelivery {
       clock: options.clock ?? systemClock,
       goneGraceMs: options.goneGraceMs ?? 10_000,
     };
-    if (!(this.concurrency >= 1)) throw new RangeError('concurrency must be at least 1');
+    if (!(this.concurrency >= 1)) {
+      throw new ConfigError('concurrency must be at least 1', { variable: 'concurrency' });
+    }
   }
 
   async broadcast(msg: StreamMessage): Promise<void> {

@@ -1,7 +1,7 @@
 import type { HistoryReader } from '../broker/types.js';
 import { type Clock, systemClock } from '../kernel/clock.js';
 import { forEachConcurrently } from '../kernel/concurrency.js';
-import { errorMessage } from '../kernel/errors.js';
+import { ConfigError, errorMessage } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionChange, ConnectionRecord, ConnectionStore } from './connections.js';
@@ -165,9 +165,13 @@ export class Pinger {
       clock: this.clock,
       goneGraceMs: options.goneGraceMs ?? 10_000,
     };
-    if (!(this.defaultIntervalMs > 0)) throw new RangeError('defaultInterval must be positive');
+    if (!(this.defaultIntervalMs > 0)) {
+      throw new ConfigError('defaultInterval must be positive', { variable: 'defaultInterval' });
+    }
     if (!(this.lateWindowMs < this.welcomeTimeoutMs)) {
-      throw new RangeError('lateWindowMs must be under welcomeTimeoutMs');
+      throw new ConfigError('lateWindowMs must be under welcomeTimeoutMs', {
+        variable: 'lateWindowMs',
+      });
     }
   }
 

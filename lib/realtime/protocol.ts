@@ -1,4 +1,5 @@
 import type { StreamMessage } from '../broker/types.js';
+import { MessageFormatError } from '../kernel/errors.js';
 import { fingerprint } from '../kernel/limits.js';
 
 /** AnyCable's extended protocol: history and session restore. */
@@ -64,16 +65,21 @@ export function parseClientFrame(raw: string, maxFrameBytes: number): FrameParse
   if (bytes > maxFrameBytes) {
     return refuse('too_large', `frame of ${bytes} bytes is over the limit of ${maxFrameBytes}`);
   }
-  let msg: Record<string, unknown>;
+  let parsed: unknown;
   try {
-    const parsed: unknown = JSON.parse(raw);
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-      throw new Error('not an object');
-    }
-    msg = parsed as Record<string, unknown>;
+    parsed = JSON.parse(raw);
   } catch (cause) {
     return refuse('not_json_object', 'frame is not a JSON object', cause);
   }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    const found = Array.isArray(parsed) ? 'an array' : parsed === null ? 'null' : typeof parsed;
+    return refuse(
+      'not_json_object',
+      'frame is not a JSON object',
+      new MessageFormatError(`frame is JSON but ${found}, not an object`),
+    );
+  }
+  const msg = parsed as Record<string, unknown>;
   const command = typeof msg.command === 'string' ? msg.command : undefined;
   if (!command) return refuse('no_command', 'frame has no command');
   const identifier = typeof msg.identifier === 'string' ? msg.identifier : undefined;

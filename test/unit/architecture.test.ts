@@ -102,6 +102,13 @@ describe('the architecture', () => {
     expect(found).toEqual([]);
   });
 
+  it('throws only LambdacableErrors from deployed code (no bare Error, RangeError, TypeError)', () => {
+    const found = ['lib', 'functions', 'infra/deploy']
+      .flatMap((d) => files(d))
+      .filter((f) => /new (Range|Type|Syntax)?Error\(/.test(readFileSync(f, 'utf8')));
+    expect(found).toEqual([]);
+  });
+
   it('finds what it checks (the rules above read real files)', () => {
     expect(files('lib').length).toBeGreaterThan(40);
     expect(imports('functions/runtime.ts').length).toBeGreaterThan(3);

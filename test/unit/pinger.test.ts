@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  ConfigError,
   composeRealtime,
   createConnectToken,
   defaultGatewayConfig,
@@ -153,7 +154,7 @@ describe('Pinger: welcome', () => {
     const t = setup();
     const options = { store: t.store, api: t.api, sessions: t.sessions, welcomer: t.gateway };
     expect(() => new Pinger({ ...options, defaultInterval: 3, lateWindowMs: 60_000 })).toThrow(
-      new RangeError('lateWindowMs must be under welcomeTimeoutMs'),
+      new ConfigError('lateWindowMs must be under welcomeTimeoutMs', { variable: 'lateWindowMs' }),
     );
     expect(
       () =>
