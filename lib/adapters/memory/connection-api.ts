@@ -1,3 +1,4 @@
+import { LambdacableError } from '../../kernel/errors.js';
 import type { ConnectionApi } from '../../realtime/connection-api.js';
 
 /** A frame posted through {@link MemoryConnectionApi}. */
@@ -55,7 +56,7 @@ export class MemoryConnectionApi implements ConnectionApi {
   }
 
   /** From now on, posts to `connectionId` throw `error`. */
-  failPostsTo(connectionId: string, error: unknown = new Error('post failed')): void {
+  failPostsTo(connectionId: string, error: unknown = new LambdacableError('post failed')): void {
     this.failures.set(connectionId, error);
   }
 

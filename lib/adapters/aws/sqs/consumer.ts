@@ -5,7 +5,7 @@ import {
   type SQSClient,
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
-import { errorMessage } from '../../../kernel/errors.js';
+import { AwsResourceError, errorMessage } from '../../../kernel/errors.js';
 import { decodeEnvelope } from '../../../messaging/envelope.js';
 import type { Consumer, Message } from '../../../messaging/types.js';
 import type { ConsumedMessage } from './batch-consumer.js';
@@ -177,7 +177,11 @@ export class SqsConsumer implements Consumer {
         const failed = new Map((out.Failed ?? []).map((f) => [f.Id, f]));
         chunk.forEach((d, i) => {
           const f = failed.get(`d${i}`);
-          d.done(f ? new Error(`DeleteMessage ${d.id} failed: ${f.Code} ${f.Message}`) : undefined);
+          const message = `DeleteMessage on ${this.options.queueUrl} failed for ${d.id}: ${f?.Code} ${f?.Message}`;
+          const ids = [d.id];
+          d.done(
+            f ? new AwsResourceError(message, { resource: this.options.queueUrl, ids }) : undefined,
+          );
         });
       } catch (error) {
         for (const d of chunk) d.done(error);
