@@ -7,7 +7,7 @@ import { delivery, runtime, codec as runtimeCodec, metrics as runtimeMetrics } f
 /** Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out. */
 export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
   const { logger, sqs, queues } = runtime();
-  const { broker } = delivery();
+  const { broker, fanout } = delivery();
   const codec = runtimeCodec();
   const metrics = runtimeMetrics();
   const response = await consumeSqsBatch(
@@ -41,6 +41,13 @@ export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
   const failed = response.batchItemFailures.length;
   metrics.addMetric('consumedMessages', MetricUnit.Count, event.Records.length - failed);
   metrics.addMetric('failedMessages', MetricUnit.Count, failed);
+  // Every frame given up on is counted here and logged with its connection and stream.
+  const frames = fanout.takeCounts();
+  metrics.addMetric('deliveredFrames', MetricUnit.Count, frames.delivered);
+  metrics.addMetric('undeliveredFrames', MetricUnit.Count, frames.undelivered);
+  metrics.addMetric('retriedPosts', MetricUnit.Count, frames.retried);
+  metrics.addMetric('redeliveredFrames', MetricUnit.Count, frames.redelivered);
+  metrics.addMetric('goneConnections', MetricUnit.Count, frames.gone);
   metrics.publishStoredMetrics();
   return response;
 };

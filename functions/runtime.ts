@@ -170,15 +170,22 @@ function brokerOver(broadcaster: Broadcaster, sessions: SessionCache): DynamoBro
   });
 }
 
+/** The fan-out's later passes over failed posts, from the settings. */
+function postRetries(config: GatewayConfig) {
+  return { retryPasses: config.postRetryPasses, retryBackoffMs: config.postRetryBackoffMs };
+}
+
 /** The broadcast consumer's part: the broker and its fan-out, without the gateway. */
 export function delivery(): Delivery<DynamoBroker> {
-  return part('delivery', ({ logger }) => composeDelivery({ ...adapters(), logger }, brokerOver));
+  return part('delivery', ({ config, logger }) =>
+    composeDelivery({ ...adapters(), logger, ...postRetries(config) }, brokerOver),
+  );
 }
 
 /** The WebSocket side: fan-out, broker, gateway and pinger runs over one session cache. */
 export function realtime(): Realtime<DynamoBroker> {
   return part('realtime', ({ config, logger }) =>
-    composeRealtime({ ...adapters(), config, logger }, brokerOver),
+    composeRealtime({ ...adapters(), config, logger, ...postRetries(config) }, brokerOver),
   );
 }
 

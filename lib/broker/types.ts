@@ -15,6 +15,12 @@ export interface StreamMessage {
     /** Broadcast without being stored or numbered (whispers). */
     readonly transient?: boolean;
     /**
+     * Broadcast again: the source delivered the last appended message a second time (its
+     * consumer failed after the first fan-out began), so some subscribers may get it twice.
+     * The fan-out counts those frames.
+     */
+    readonly redelivered?: boolean;
+    /**
      * The message's position in its source, a decimal string (the outbox stream sequence
      * number the consumer got it with). A message at or below the last source position
      * appended to its stream is a redelivery: it is never stored twice, and the last one

@@ -4,7 +4,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { GatewayConfig } from './config.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionStore } from './connections.js';
-import { Fanout } from './fanout.js';
+import { Fanout, type FanoutOptions } from './fanout.js';
 import { Gateway } from './gateway.js';
 import { Pinger, type PingerOptions } from './pinger.js';
 
@@ -34,6 +34,10 @@ export interface ComposeRealtimeOptions {
   readonly pageSize?: number;
   /** A connection younger than this (ms) is not disconnected on a 410. @default 10000 */
   readonly goneGraceMs?: number;
+  /** Later passes over failed posts ({@link FanoutOptions.retryPasses}). @default 5 */
+  readonly retryPasses?: number;
+  /** Wait before the first later pass, ms ({@link FanoutOptions.retryBackoffMs}). @default 100 */
+  readonly retryBackoffMs?: number;
 }
 
 /** A pinger's own settings; the rest comes from {@link composeRealtime}'s parts. */
@@ -123,6 +127,8 @@ export function composeDelivery<B extends Broker>(
     concurrency,
     pageSize: options.pageSize,
     goneGraceMs,
+    retryPasses: options.retryPasses,
+    retryBackoffMs: options.retryBackoffMs,
   });
   return { fanout, broker: broker(fanout, sessions) };
 }

@@ -68,6 +68,18 @@ export interface GatewayConfig {
    */
   readonly maxFrameBytes: number;
   /**
+   * Later passes of a fan-out over the posts that failed, each for just the connections still
+   * missing the frame (`LAMBDACABLE_POST_RETRY_PASSES`); 0 gives up after the first.
+   * @default 5
+   */
+  readonly postRetryPasses: number;
+  /**
+   * Milliseconds before the first later pass, doubled per pass with jitter
+   * (`LAMBDACABLE_POST_RETRY_BACKOFF_MS`).
+   * @default 100
+   */
+  readonly postRetryBackoffMs: number;
+  /**
    * History and session limits (`LAMBDACABLE_HISTORY_LIMIT`, `LAMBDACABLE_HISTORY_TTL`,
    * `LAMBDACABLE_SESSIONS_TTL`).
    * @default {@link defaultBrokerConfig}
@@ -85,6 +97,8 @@ export function defaultGatewayConfig(): GatewayConfig {
     allowAnonymous: false,
     whisperOnSigned: false,
     maxFrameBytes: 32768,
+    postRetryPasses: 5,
+    postRetryBackoffMs: 100,
     broker: defaultBrokerConfig(),
   };
 }
@@ -116,6 +130,8 @@ export function configFromEnv(env: Env): GatewayConfig {
     allowAnonymous: flag(env, 'LAMBDACABLE_ALLOW_ANONYMOUS', d.allowAnonymous),
     whisperOnSigned: flag(env, 'LAMBDACABLE_WHISPER_ON_SIGNED', d.whisperOnSigned),
     maxFrameBytes: positive(env, 'LAMBDACABLE_MAX_FRAME_BYTES', d.maxFrameBytes, true),
+    postRetryPasses: count(env, 'LAMBDACABLE_POST_RETRY_PASSES', d.postRetryPasses),
+    postRetryBackoffMs: count(env, 'LAMBDACABLE_POST_RETRY_BACKOFF_MS', d.postRetryBackoffMs),
     broker: {
       historyLimit: positive(env, 'LAMBDACABLE_HISTORY_LIMIT', d.broker.historyLimit, true),
       historyTtl: positive(env, 'LAMBDACABLE_HISTORY_TTL', d.broker.historyTtl, false),
@@ -158,6 +174,16 @@ function nonNegative(env: Env, name: string, fallback: number): number {
     throw new ConfigError(`${name} must be a number of seconds >= 0, got: ${env[name]}`, {
       variable: name,
     });
+  }
+  return n;
+}
+
+function count(env: Env, name: string, fallback: number): number {
+  const value = text(env, name)?.trim();
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) {
+    throw new ConfigError(`${name} must be an integer >= 0, got: ${env[name]}`, { variable: name });
   }
   return n;
 }

@@ -1,5 +1,3 @@
-import { type Clock, systemClock } from '../kernel/clock.js';
-
 /** A connected WebSocket client. */
 export interface ConnectionRecord {
   readonly connectionId: string;

@@ -14,8 +14,24 @@ export interface DeliveryReport {
   sent: number;
   /** Connections that answered 410 (disconnected unless just connected: {@link disconnectGone}). */
   gone: string[];
-  /** Posts that threw; the other posts went on. */
+  /** Posts that failed again on every later pass: these frames were not delivered. */
   failed: { connectionId: string; error: unknown }[];
+  /** Posts made again on a later pass, after a first one failed (throttled, say). */
+  retried: number;
+}
+
+/** Frames counted since the last {@link Fanout.takeCounts}: what a handler turns into metrics. */
+export interface DeliveryCounts {
+  /** Frames delivered. */
+  delivered: number;
+  /** Frames given up on after every later pass failed: each one is also logged. */
+  undelivered: number;
+  /** Posts made again on a later pass. */
+  retried: number;
+  /** Frames of a redelivered message (see `StreamMessage.meta.redelivered`): possible duplicates. */
+  redelivered: number;
+  /** Connections found gone (410). */
+  gone: number;
 }
 
 /** Delivers frames to the subscribers of a stream: what the gateway needs of the fan-out (whispers). */
@@ -58,6 +74,26 @@ export interface FanoutOptions {
    * @default 10000
    */
   readonly goneGraceMs?: number;
+  /**
+   * Later passes over the posts that failed (after the management API's own retries), each
+   * for just the connections still missing the frame. A frame still not posted after the
+   * last pass is counted undelivered and logged with its connection and stream.
+   * @default 5
+   */
+  readonly retryPasses?: number;
+  /**
+   * The wait before the first later pass, in ms; doubled per pass, with full jitter. The
+   * fan-out returns only after its last pass, so the stream's next frame never overtakes it.
+   * @default 100
+   */
+  readonly retryBackoffMs?: number;
+}
+
+/** A post to make: one frame to one connection. */
+interface Post {
+  readonly connectionId: string;
+  readonly frame: string;
+  readonly endpoint: string | undefined;
 }
 
 /**
@@ -78,6 +114,9 @@ export class Fanout implements Broadcaster, StreamDelivery {
   private readonly concurrency: number;
   private readonly pageSize: number;
   private readonly gone: GonePolicy;
+  private readonly retryPasses: number;
+  private readonly retryBackoffMs: number;
+  private counts: DeliveryCounts = emptyCounts();
 
   constructor(options: FanoutOptions) {
     this.store = options.store;
@@ -91,6 +130,13 @@ export class Fanout implements Broadcaster, StreamDelivery {
       clock: options.clock ?? systemClock,
       goneGraceMs: options.goneGraceMs ?? 10_000,
     };
+    this.retryPasses = options.retryPasses ?? 5;
+    this.retryBackoffMs = options.retryBackoffMs ?? 100;
+    if (!(this.retryPasses >= 0) || !(this.retryBackoffMs >= 0)) {
+      throw new ConfigError('retryPasses and retryBackoffMs must be >= 0', {
+        variable: 'retryPasses',
+      });
+    }
     if (!(this.concurrency >= 1)) {
       throw new ConfigError('concurrency must be at least 1', { variable: 'concurrency' });
     }
@@ -98,7 +144,15 @@ export class Fanout implements Broadcaster, StreamDelivery {
 
   async broadcast(msg: StreamMessage): Promise<void> {
     const report = await this.deliver(msg.stream, (sub) => broadcastFrame(sub.identifier, msg));
+    if (msg.meta?.redelivered) this.counts.redelivered += report.sent;
     this.logReport('broadcast', msg.stream, report);
+  }
+
+  /** The frames counted since the last call (delivered, undelivered, retried, ...), then zero. */
+  takeCounts(): DeliveryCounts {
+    const counts = this.counts;
+    this.counts = emptyCounts();
+    return counts;
   }
 
   async deliver(
@@ -106,17 +160,45 @@ export class Fanout implements Broadcaster, StreamDelivery {
     render: (sub: Subscription) => string | undefined,
     except?: string,
   ): Promise<DeliveryReport> {
-    const report: DeliveryReport = { sent: 0, gone: [], failed: [] };
+    const report = emptyReport();
+    const missed: Post[] = [];
     for await (const page of this.store.subscribersOf(stream, this.pageSize)) {
       const targets = page.filter((s) => s.connectionId !== except);
       await forEachConcurrently(targets, this.concurrency, async (sub) => {
         const frame = render(sub);
         if (frame === undefined) return;
         const endpoint = sub.endpoint ?? (await this.endpointOf(sub.connectionId));
-        await this.postOne(sub.connectionId, frame, endpoint, report);
+        const post = { connectionId: sub.connectionId, frame, endpoint };
+        if ((await this.postOne(post, report)) === 'failed') missed.push(post);
       });
     }
+    await this.retryLater(missed, report);
     return report;
+  }
+
+  /**
+   * Posts again, pass after pass with a growing wait, to just the connections whose post
+   * failed; what still fails after the last pass stays in `report.failed`. A failed post
+   * (a throttle, a full client buffer) delivered nothing, so a retry never duplicates it.
+   */
+  private async retryLater(missed: Post[], report: DeliveryReport): Promise<void> {
+    let pending = missed;
+    for (let pass = 1; pass <= this.retryPasses && pending.length > 0; pass++) {
+      const ceiling = this.retryBackoffMs * 2 ** (pass - 1);
+      await new Promise((r) => setTimeout(r, Math.random() * ceiling));
+      const failed = new Set(pending.map((p) => p.connectionId));
+      report.failed = report.failed.filter((f) => !failed.has(f.connectionId));
+      const again: Post[] = [];
+      report.retried += pending.length;
+      await forEachConcurrently(pending, this.concurrency, async (post) => {
+        if ((await this.postOne(post, report)) === 'failed') again.push(post);
+      });
+      pending = again;
+    }
+    this.counts.delivered += report.sent;
+    this.counts.undelivered += report.failed.length;
+    this.counts.retried += report.retried;
+    this.counts.gone += report.gone.length;
   }
 
   async broadcastCommand(cmd: RemoteCommandMessage): Promise<void> {
@@ -139,12 +221,8 @@ export class Fanout implements Broadcaster, StreamDelivery {
   async unsubscribe(_stream: string): Promise<void> {}
 
   /** Posts one frame, recording the outcome; a 410 goes to {@link disconnectGone}. */
-  async postOne(
-    connectionId: string,
-    frame: string,
-    endpoint: string | undefined,
-    report: DeliveryReport,
-  ): Promise<'sent' | 'gone' | 'failed'> {
+  private async postOne(post: Post, report: DeliveryReport): Promise<'sent' | 'gone' | 'failed'> {
+    const { connectionId, frame, endpoint } = post;
     try {
       const result = await this.api.post(connectionId, frame, endpoint);
       if (result === 'sent') {
@@ -183,9 +261,10 @@ export class Fanout implements Broadcaster, StreamDelivery {
       'remote',
       typeof payload.reconnect === 'boolean' ? payload.reconnect : true,
     );
-    const report: DeliveryReport = { sent: 0, gone: [], failed: [] };
+    const report = emptyReport();
     await forEachConcurrently(targets, this.concurrency, async (c) => {
-      const result = await this.postOne(c.connectionId, frame, c.endpoint, report);
+      const post = { connectionId: c.connectionId, frame, endpoint: c.endpoint };
+      const result = await this.postOne(post, report);
       if (result === 'gone') return;
       try {
         await this.api.close(c.connectionId, c.endpoint);
@@ -212,9 +291,10 @@ export class Fanout implements Broadcaster, StreamDelivery {
 
   private logReport(what: string, target: string, report: DeliveryReport): void {
     for (const f of report.failed) {
-      this.logger.error(`${what}: post failed`, {
+      this.logger.error(`${what}: frame undelivered`, {
         target,
         connectionId: f.connectionId,
+        passes: 1 + this.retryPasses,
         error: errorMessage(f.error),
       });
     }
@@ -223,8 +303,17 @@ export class Fanout implements Broadcaster, StreamDelivery {
       sent: report.sent,
       gone: report.gone.length,
       failed: report.failed.length,
+      retried: report.retried,
     });
   }
+}
+
+function emptyReport(): DeliveryReport {
+  return { sent: 0, gone: [], failed: [], retried: 0 };
+}
+
+function emptyCounts(): DeliveryCounts {
+  return { delivered: 0, undelivered: 0, retried: 0, redelivered: 0, gone: 0 };
 }
 
 /** @deprecated The old name of {@link Fanout}. */

@@ -1,4 +1,4 @@
-import { ProtocolError } from '../kernel/errors.js';
+import { errorMessage, ProtocolError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Subscription } from './connections.js';
 import type { StreamDelivery } from './fanout.js';
@@ -38,10 +38,11 @@ export async function whisper(
     (other) => whisperFrame(other.identifier, data),
     connectionId,
   );
-  if (report.failed.length > 0) {
-    logger.error('whisper: posts failed', {
+  for (const f of report.failed) {
+    logger.error('whisper: frame undelivered', {
       stream: sub.stream,
-      failed: report.failed.length,
+      connectionId: f.connectionId,
+      error: errorMessage(f.error),
     });
   }
 }

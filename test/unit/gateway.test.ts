@@ -755,6 +755,8 @@ describe('configFromEnv', () => {
       LAMBDACABLE_ALLOW_ANONYMOUS: 'TRUE',
       LAMBDACABLE_WHISPER_ON_SIGNED: '1',
       LAMBDACABLE_MAX_FRAME_BYTES: '1024',
+      LAMBDACABLE_POST_RETRY_PASSES: '0',
+      LAMBDACABLE_POST_RETRY_BACKOFF_MS: '25',
       LAMBDACABLE_HISTORY_LIMIT: '10',
       LAMBDACABLE_HISTORY_TTL: '60',
       LAMBDACABLE_SESSIONS_TTL: '120',
@@ -769,6 +771,8 @@ describe('configFromEnv', () => {
       allowAnonymous: true,
       whisperOnSigned: true,
       maxFrameBytes: 1024,
+      postRetryPasses: 0,
+      postRetryBackoffMs: 25,
       broker: { historyLimit: 10, historyTtl: 60, sessionsTtl: 120 },
     });
   });
@@ -779,6 +783,8 @@ describe('configFromEnv', () => {
     ['LAMBDACABLE_PINGER_TICK_MS', '0.5'],
     ['LAMBDACABLE_PUBLIC_STREAMS', 'yes'],
     ['LAMBDACABLE_MAX_FRAME_BYTES', '1.5'],
+    ['LAMBDACABLE_POST_RETRY_PASSES', '-1'],
+    ['LAMBDACABLE_POST_RETRY_BACKOFF_MS', '0.5'],
     ['LAMBDACABLE_HISTORY_LIMIT', '-1'],
   ])('throws a ConfigError naming %s=%s', (variable, value) => {
     const error = (() => {

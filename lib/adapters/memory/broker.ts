@@ -78,6 +78,7 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
       if (redelivery === 'last') {
         await this.broadcaster.broadcast({
           ...msg,
+          meta: { ...msg.meta, redelivered: true },
           offset: stream.meta.lastOffset,
           epoch: stream.meta.epoch,
         });

@@ -175,7 +175,10 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
       const epoch = current.Item?.epoch?.S ?? newEpoch();
       const stored = current.Item?.source?.N;
       const redelivery = redeliveryOf(source, stored);
-      if (redelivery === 'last') await this.broadcaster.broadcast({ ...msg, offset: last, epoch });
+      if (redelivery === 'last') {
+        const meta = { ...msg.meta, redelivered: true };
+        await this.broadcaster.broadcast({ ...msg, meta, offset: last, epoch });
+      }
       if (redelivery === 'last') return;
       // Older than the last appended: a duplicate if a retained message carries it, else a
       // message that never made it (redriven from the DLQ), appended now at the end.
