@@ -10,52 +10,108 @@ import { benchRelay } from './relay';
 import { BENCH_SECRETS, sleep, startBenchStack } from './stack';
 import { print, printFigures } from './util';
 
-print('AckManager (read in order, ack shuffled)', benchAckManager());
-print(
-  'Outbox relay on the local services (batched vs one SendMessage per event)',
-  await benchRelay(),
-);
-printFigures(
-  'Keepalive: the Pinger over one simulated minute, 1,000 connections',
-  await benchKeepalive(),
-);
-const postCpu = await benchPostCpu();
-printFigures(
-  "PostToConnection: the caller's CPU per post (the broadcast function's, per subscriber)",
-  postCpu.figures,
-);
-printFigures(
-  'Fan-out reads: our byStream Query vs the AWS sample chat app Scan (DynamoDB Local)',
-  await benchFanoutReads(),
-);
+/**
+ * `npm run bench` runs every section; `npm run bench -- <section> ...` only those named.
+ * The local-stack sections share one stack, started only when one of them runs.
+ */
+const SECTIONS = [
+  'ack-manager',
+  'relay',
+  'keepalive',
+  'post-cpu',
+  'fanout-reads',
+  'path-latency',
+  'delivery-cost',
+  'connect-cost',
+  'crowds',
+  'fanout-latency',
+] as const;
+type Section = (typeof SECTIONS)[number];
+const STACK_SECTIONS: readonly Section[] = [
+  'path-latency',
+  'delivery-cost',
+  'connect-cost',
+  'crowds',
+  'fanout-latency',
+];
 
-// One local stack (npm start on free ports) for the rest, every AWS call on record.
-const bench = await startBenchStack();
-try {
-  printFigures(
-    'Local stack: broadcast → client, by service transaction (outbox), HTTP and demo:publish',
-    await benchPathLatency(bench.stack, BENCH_SECRETS),
+const asked = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const unknown = asked.filter((a) => !(SECTIONS as readonly string[]).includes(a));
+if (unknown.length > 0) {
+  console.error(
+    `unknown bench section: ${unknown.join(', ')}; the sections: ${SECTIONS.join(', ')}`,
   );
-  const { requests, cost } = await benchDeliveryCost(bench, BENCH_SECRETS);
-  printFigures(
-    'AWS requests per event (100 subscribers, 50 broadcasts over HTTP; one by one / burst)',
-    requests,
-  );
-  printFigures('List price per million deliveries (us-east-1, bench/prices.ts)', cost);
-  await sleep(5_000); // the disconnects of the last clients drain first
-  printFigures(
-    "AWS requests per connect (wsConnect, the pinger's welcome)",
-    await benchConnectCost(bench, BENCH_SECRETS),
-  );
-  await sleep(5_000);
+  process.exit(2);
+}
+const runs = (section: Section) => asked.length === 0 || asked.includes(section);
+
+if (runs('ack-manager')) print('AckManager (read in order, ack shuffled)', benchAckManager());
+if (runs('relay')) {
   print(
-    'Local stack: connect → welcome of crowds of default clients connecting at once',
-    await benchCrowds(bench.stack, BENCH_SECRETS),
+    'Outbox relay on the local services (batched vs one SendMessage per event)',
+    await benchRelay(),
   );
+}
+if (runs('keepalive')) {
   printFigures(
-    `Fan-out to ${FANOUT_CLIENTS} subscribers: local stack vs a bare ws server`,
-    await benchFanoutLatency(bench, BENCH_SECRETS, postCpu.microsPerPost),
+    'Keepalive: the Pinger over one simulated minute, 1,000 connections',
+    await benchKeepalive(),
   );
-} finally {
-  await bench.stop();
+}
+// The fan-out-latency section models its floor on the CPU per post measured here.
+const postCpu = runs('post-cpu') || runs('fanout-latency') ? await benchPostCpu() : undefined;
+if (postCpu && runs('post-cpu')) {
+  printFigures(
+    "PostToConnection: the caller's CPU per post (the broadcast function's, per subscriber)",
+    postCpu.figures,
+  );
+}
+if (runs('fanout-reads')) {
+  printFigures(
+    'Fan-out reads: our byStream Query vs the AWS sample chat app Scan (DynamoDB Local)',
+    await benchFanoutReads(),
+  );
+}
+
+if (STACK_SECTIONS.some(runs)) {
+  // One local stack (npm start on free ports) for the rest, every AWS call on record.
+  const bench = await startBenchStack();
+  try {
+    if (runs('path-latency')) {
+      printFigures(
+        'Local stack: broadcast → client, by service transaction (outbox), HTTP and demo:publish',
+        await benchPathLatency(bench.stack, BENCH_SECRETS),
+      );
+    }
+    if (runs('delivery-cost')) {
+      const { requests, cost } = await benchDeliveryCost(bench, BENCH_SECRETS);
+      printFigures(
+        'AWS requests per event (100 subscribers, 50 broadcasts over HTTP; one by one / burst)',
+        requests,
+      );
+      printFigures('List price per million deliveries (us-east-1, bench/prices.ts)', cost);
+      await sleep(5_000); // the disconnects of the last clients drain first
+    }
+    if (runs('connect-cost')) {
+      printFigures(
+        "AWS requests per connect (wsConnect, the pinger's welcome)",
+        await benchConnectCost(bench, BENCH_SECRETS),
+      );
+      await sleep(5_000);
+    }
+    if (runs('crowds')) {
+      print(
+        'Local stack: connect → welcome of crowds of default clients connecting at once',
+        await benchCrowds(bench.stack, BENCH_SECRETS),
+      );
+    }
+    if (postCpu && runs('fanout-latency')) {
+      printFigures(
+        `Fan-out to ${FANOUT_CLIENTS} subscribers: local stack vs a bare ws server`,
+        await benchFanoutLatency(bench, BENCH_SECRETS, postCpu.microsPerPost),
+      );
+    }
+  } finally {
+    await bench.stop();
+  }
 }
