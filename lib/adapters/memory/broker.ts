@@ -1,4 +1,4 @@
-import { SubscriptionTracking } from '../../broker/base.js';
+import { SessionKeeping } from '../../broker/base.js';
 import {
   describeBroker,
   historyFromRetained,
@@ -14,10 +14,8 @@ import {
   type Broker,
   type BrokerConfig,
   type BrokerOptions,
-  type Cacheable,
   defaultBrokerConfig,
   type SessionCache,
-  type SessionUpdate,
   type StreamMessage,
 } from '../../broker/types.js';
 import { type Clock, systemClock } from '../../kernel/clock.js';
@@ -39,11 +37,11 @@ export interface MemoryBrokerOptions extends BrokerOptions {
 }
 
 /** A broker keeping history and sessions in process memory (one node, tests, local runs). */
-export class MemoryBroker extends SubscriptionTracking implements Broker {
+export class MemoryBroker extends SessionKeeping implements Broker {
   private readonly config: BrokerConfig;
   private readonly clock: Clock;
   private readonly streams = new Map<string, MemoryStream>();
-  private readonly sessions: SessionCache;
+  protected readonly sessions: SessionCache;
 
   constructor(options: MemoryBrokerOptions) {
     super(options.broadcaster);
@@ -131,22 +129,6 @@ export class MemoryBroker extends SubscriptionTracking implements Broker {
       if (lastAt !== undefined) out.set(name, lastAt);
     }
     return out;
-  }
-
-  async commitSession(sid: string, session: Cacheable): Promise<void> {
-    await this.sessions.commitSession(sid, session);
-  }
-
-  async restoreSession(sid: string): Promise<Uint8Array | null> {
-    return this.sessions.restoreSession(sid);
-  }
-
-  async updateSession(sid: string, update: SessionUpdate): Promise<boolean> {
-    return this.sessions.updateSession(sid, update);
-  }
-
-  async finishSession(sid: string): Promise<void> {
-    await this.sessions.finishSession(sid);
   }
 
   private retained(s: MemoryStream | undefined): StoredMessage[] {

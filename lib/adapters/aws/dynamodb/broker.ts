@@ -9,7 +9,7 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
-import { SubscriptionTracking } from '../../../broker/base.js';
+import { SessionKeeping } from '../../../broker/base.js';
 import {
   describeBroker,
   newEpoch,
@@ -20,10 +20,8 @@ import {
   type Broadcaster,
   type Broker,
   type BrokerConfig,
-  type Cacheable,
   defaultBrokerConfig,
   type SessionCache,
-  type SessionUpdate,
   type StreamMessage,
 } from '../../../broker/types.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
@@ -62,11 +60,11 @@ const META_CACHE_STREAMS = 10_000;
  * items with `expiresAt`, sessions with TTL. Reads filter on `expiresAt`, since TTL
  * deletion lags.
  */
-export class DynamoBroker extends SubscriptionTracking implements Broker {
+export class DynamoBroker extends SessionKeeping implements Broker {
   private readonly config: BrokerConfig;
   private readonly clock: Clock;
   private readonly client: DynamoDBClient;
-  private readonly sessions: SessionCache;
+  protected readonly sessions: SessionCache;
   private readonly history: DynamoHistoryReader;
   /**
    * The meta item each stream has after this instance's last append to it, so that the next
@@ -283,21 +281,5 @@ export class DynamoBroker extends SubscriptionTracking implements Broker {
 
   async lastBroadcastAt(streams: readonly string[]): Promise<Map<string, number>> {
     return this.history.lastBroadcastAt(streams);
-  }
-
-  async commitSession(sid: string, session: Cacheable): Promise<void> {
-    await this.sessions.commitSession(sid, session);
-  }
-
-  async restoreSession(sid: string): Promise<Uint8Array | null> {
-    return this.sessions.restoreSession(sid);
-  }
-
-  async updateSession(sid: string, update: SessionUpdate): Promise<boolean> {
-    return this.sessions.updateSession(sid, update);
-  }
-
-  async finishSession(sid: string): Promise<void> {
-    await this.sessions.finishSession(sid);
   }
 }
