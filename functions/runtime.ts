@@ -147,7 +147,10 @@ function adapters(): WebSocketAdapters {
         ...(override ? { endpoint: override } : {}),
         // One management client per endpoint, each with the call recorder.
         createClient: (endpoint) =>
-          record(new ApiGatewayManagementApiClient({ ...CLIENT_DEFAULTS, endpoint })),
+          // The adapter retries throttles and 5xx itself, then the fan-out in later passes.
+          record(
+            new ApiGatewayManagementApiClient({ ...CLIENT_DEFAULTS, endpoint, maxAttempts: 1 }),
+          ),
       }),
       sessions: new DynamoSessionCache({
         client: dynamodb,

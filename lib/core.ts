@@ -121,9 +121,11 @@ export type {
   Subscription,
 } from './realtime/connections.js';
 export {
+  type DeliveryCounts,
   type DeliveryReport,
   Fanout,
   type FanoutOptions,
+  type StreamDelivery,
 } from './realtime/fanout.js';
 export {
   Gateway,

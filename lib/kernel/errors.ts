@@ -111,6 +111,21 @@ export class AwsResourceError extends LambdacableError {
   }
 }
 
+/**
+ * A call the service throttled (HTTP 429, `LimitExceededException`) and that still was after
+ * the adapter's own retries. Nothing was done: a later try cannot duplicate it. API Gateway
+ * answers a `PostToConnection` so also when the client's buffer is full.
+ */
+export class ThrottledError extends AwsResourceError {
+  constructor(
+    message: string,
+    fields: { resource: string; ids?: readonly string[]; cause?: unknown },
+  ) {
+    super(message, fields);
+    this.name = 'ThrottledError';
+  }
+}
+
 /** A connect token (or its absence) that does not identify a client: malformed, forged, expired. */
 export class UnauthorizedError extends LambdacableError {
   /** What is wrong: `missing`, `malformed`, `signature`, `expired` or `claims`. */

@@ -38,6 +38,10 @@ export interface ComposeRealtimeOptions {
   readonly retryPasses?: number;
   /** Wait before the first later pass, ms ({@link FanoutOptions.retryBackoffMs}). @default 100 */
   readonly retryBackoffMs?: number;
+  /** Time the later passes of one delivery may take, ms. @default 3000 */
+  readonly retryBudgetMs?: number;
+  /** How long a connection given up on gets no later passes, ms. @default 60000 */
+  readonly stuckMs?: number;
 }
 
 /** A pinger's own settings; the rest comes from {@link composeRealtime}'s parts. */
@@ -129,6 +133,8 @@ export function composeDelivery<B extends Broker>(
     goneGraceMs,
     retryPasses: options.retryPasses,
     retryBackoffMs: options.retryBackoffMs,
+    retryBudgetMs: options.retryBudgetMs,
+    stuckMs: options.stuckMs,
   });
   return { fanout, broker: broker(fanout, sessions) };
 }

@@ -1,5 +1,6 @@
 import { type BrokerConfig, defaultBrokerConfig } from '../broker/types.js';
 import { ConfigError } from '../kernel/errors.js';
+import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './fanout.js';
 
 /** Settings of the WebSocket gateway, read once at start ({@link configFromEnv}). */
 export interface GatewayConfig {
@@ -97,8 +98,8 @@ export function defaultGatewayConfig(): GatewayConfig {
     allowAnonymous: false,
     whisperOnSigned: false,
     maxFrameBytes: 32768,
-    postRetryPasses: 5,
-    postRetryBackoffMs: 100,
+    postRetryPasses: DEFAULT_RETRY_PASSES,
+    postRetryBackoffMs: DEFAULT_RETRY_BACKOFF_MS,
     broker: defaultBrokerConfig(),
   };
 }

@@ -1,7 +1,7 @@
 import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
 import { type Clock, systemClock } from '../kernel/clock.js';
 import { forEachConcurrently } from '../kernel/concurrency.js';
-import { ConfigError, errorMessage } from '../kernel/errors.js';
+import { ConfigError, errorMessage, ThrottledError } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
@@ -14,8 +14,11 @@ export interface DeliveryReport {
   sent: number;
   /** Connections that answered 410 (disconnected unless just connected: {@link disconnectGone}). */
   gone: string[];
-  /** Posts that failed again on every later pass: these frames were not delivered. */
-  failed: { connectionId: string; error: unknown }[];
+  /**
+   * Posts given up on: not throttled (not retried), or throttled again on every later pass.
+   * `retried` counts the later passes made for it.
+   */
+  failed: { connectionId: string; error: unknown; retried: number }[];
   /** Posts made again on a later pass, after a first one failed (throttled, say). */
   retried: number;
 }
@@ -38,12 +41,15 @@ export interface DeliveryCounts {
 export interface StreamDelivery {
   /**
    * Posts `render(subscription)` to every subscriber of `stream` but those of `except`
-   * (a connection id); `render` returning `undefined` skips a subscriber.
+   * (a connection id); `render` returning `undefined` skips a subscriber. With `retry`
+   * false, a throttled post is not tried again in a later pass (a whisper is not worth the
+   * wait).
    */
   deliver(
     stream: string,
     render: (sub: Subscription) => string | undefined,
     except?: string,
+    options?: { readonly retry?: boolean },
   ): Promise<DeliveryReport>;
 }
 
@@ -75,12 +81,26 @@ export interface FanoutOptions {
    */
   readonly goneGraceMs?: number;
   /**
-   * Later passes over the posts that failed (after the management API's own retries), each
-   * for just the connections still missing the frame. A frame still not posted after the
-   * last pass is counted undelivered and logged with its connection and stream.
+   * Later passes over the posts that were throttled ({@link ThrottledError}, after the
+   * management API adapter's own retries), each for just the connections still missing the
+   * frame. A frame still not posted after the last pass, or when {@link retryBudgetMs} is
+   * spent, is counted undelivered and logged with its connection and stream. Other failures
+   * are not retried: a post that timed out may have been delivered.
    * @default 5
    */
   readonly retryPasses?: number;
+  /**
+   * The most time, in ms, the later passes of one delivery may take: the stream's next frame
+   * waits for them, and so does the batch's Lambda.
+   * @default 3000
+   */
+  readonly retryBudgetMs?: number;
+  /**
+   * A connection whose frame was given up on gets no later pass for this long, in ms (a client
+   * whose buffer stays full would otherwise hold up each frame of its streams).
+   * @default 60000
+   */
+  readonly stuckMs?: number;
   /**
    * The wait before the first later pass, in ms; doubled per pass, with full jitter. The
    * fan-out returns only after its last pass, so the stream's next frame never overtakes it.
@@ -116,6 +136,10 @@ export class Fanout implements Broadcaster, StreamDelivery {
   private readonly gone: GonePolicy;
   private readonly retryPasses: number;
   private readonly retryBackoffMs: number;
+  private readonly retryBudgetMs: number;
+  private readonly stuckMs: number;
+  /** Connections given up on, and until when (ms) they get no later pass. */
+  private readonly stuck = new Map<string, number>();
   private counts: DeliveryCounts = emptyCounts();
 
   constructor(options: FanoutOptions) {
@@ -130,12 +154,19 @@ export class Fanout implements Broadcaster, StreamDelivery {
       clock: options.clock ?? systemClock,
       goneGraceMs: options.goneGraceMs ?? 10_000,
     };
-    this.retryPasses = options.retryPasses ?? 5;
-    this.retryBackoffMs = options.retryBackoffMs ?? 100;
-    if (!(this.retryPasses >= 0) || !(this.retryBackoffMs >= 0)) {
-      throw new ConfigError('retryPasses and retryBackoffMs must be >= 0', {
-        variable: 'retryPasses',
-      });
+    this.retryPasses = options.retryPasses ?? DEFAULT_RETRY_PASSES;
+    this.retryBackoffMs = options.retryBackoffMs ?? DEFAULT_RETRY_BACKOFF_MS;
+    this.retryBudgetMs = options.retryBudgetMs ?? 3000;
+    this.stuckMs = options.stuckMs ?? 60_000;
+    for (const [variable, value] of Object.entries({
+      retryPasses: this.retryPasses,
+      retryBackoffMs: this.retryBackoffMs,
+      retryBudgetMs: this.retryBudgetMs,
+      stuckMs: this.stuckMs,
+    })) {
+      if (!Number.isSafeInteger(value) || value < 0) {
+        throw new ConfigError(`${variable} must be an integer >= 0, got: ${value}`, { variable });
+      }
     }
     if (!(this.concurrency >= 1)) {
       throw new ConfigError('concurrency must be at least 1', { variable: 'concurrency' });
@@ -145,7 +176,21 @@ export class Fanout implements Broadcaster, StreamDelivery {
   async broadcast(msg: StreamMessage): Promise<void> {
     const report = await this.deliver(msg.stream, (sub) => broadcastFrame(sub.identifier, msg));
     if (msg.meta?.redelivered) this.counts.redelivered += report.sent;
-    this.logReport('broadcast', msg.stream, report);
+    for (const f of report.failed) {
+      this.logger.error('broadcast: frame undelivered', {
+        target: msg.stream,
+        connectionId: f.connectionId,
+        retried: f.retried,
+        error: errorMessage(f.error),
+      });
+    }
+    this.logger.debug('broadcast', {
+      target: msg.stream,
+      sent: report.sent,
+      gone: report.gone.length,
+      failed: report.failed.length,
+      retried: report.retried,
+    });
   }
 
   /** The frames counted since the last call (delivered, undelivered, retried, ...), then zero. */
@@ -159,6 +204,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
     stream: string,
     render: (sub: Subscription) => string | undefined,
     except?: string,
+    options: { readonly retry?: boolean } = {},
   ): Promise<DeliveryReport> {
     const report = emptyReport();
     const missed: Post[] = [];
@@ -169,32 +215,45 @@ export class Fanout implements Broadcaster, StreamDelivery {
         if (frame === undefined) return;
         const endpoint = sub.endpoint ?? (await this.endpointOf(sub.connectionId));
         const post = { connectionId: sub.connectionId, frame, endpoint };
-        if ((await this.postOne(post, report)) === 'failed') missed.push(post);
+        if ((await this.postOne(post, report)) === 'throttled') missed.push(post);
       });
     }
-    await this.retryLater(missed, report);
+    if (options.retry !== false) await this.retryLater(missed, report);
+    this.count(report);
     return report;
   }
 
   /**
-   * Posts again, pass after pass with a growing wait, to just the connections whose post
-   * failed; what still fails after the last pass stays in `report.failed`. A failed post
-   * (a throttle, a full client buffer) delivered nothing, so a retry never duplicates it.
+   * Posts again, pass after pass with a growing jittered wait, to just the connections whose
+   * post was throttled: a throttled post delivered nothing, so its retry never duplicates it.
+   * What is still throttled after the last pass, or once the budget is spent, stays in
+   * `report.failed`, and its connection is marked stuck for a while (no later passes).
    */
   private async retryLater(missed: Post[], report: DeliveryReport): Promise<void> {
-    let pending = missed;
+    const now = this.gone.clock.now();
+    for (const [id, until] of this.stuck) if (until <= now) this.stuck.delete(id);
+    let pending = missed.filter((p) => !this.stuck.has(p.connectionId));
+    const deadline = now + this.retryBudgetMs;
     for (let pass = 1; pass <= this.retryPasses && pending.length > 0; pass++) {
-      const ceiling = this.retryBackoffMs * 2 ** (pass - 1);
+      const left = deadline - this.gone.clock.now();
+      if (left <= 0) break;
+      const ceiling = Math.min(this.retryBackoffMs * 2 ** (pass - 1), left);
       await new Promise((r) => setTimeout(r, Math.random() * ceiling));
-      const failed = new Set(pending.map((p) => p.connectionId));
-      report.failed = report.failed.filter((f) => !failed.has(f.connectionId));
-      const again: Post[] = [];
+      const retrying = new Set(pending.map((p) => p.connectionId));
+      report.failed = report.failed.filter((f) => !retrying.has(f.connectionId));
       report.retried += pending.length;
+      const again: Post[] = [];
       await forEachConcurrently(pending, this.concurrency, async (post) => {
-        if ((await this.postOne(post, report)) === 'failed') again.push(post);
+        const outcome = await this.postOne(post, report, pass);
+        if (outcome === 'throttled') again.push(post);
       });
       pending = again;
     }
+    const until = this.gone.clock.now() + this.stuckMs;
+    for (const f of report.failed) if (f.retried > 0) this.stuck.set(f.connectionId, until);
+  }
+
+  private count(report: DeliveryReport): void {
     this.counts.delivered += report.sent;
     this.counts.undelivered += report.failed.length;
     this.counts.retried += report.retried;
@@ -220,22 +279,35 @@ export class Fanout implements Broadcaster, StreamDelivery {
   /** Does nothing: Lambda keeps no local subscribers (see {@link Fanout}). */
   async unsubscribe(_stream: string): Promise<void> {}
 
-  /** Posts one frame, recording the outcome; a 410 goes to {@link disconnectGone}. */
-  private async postOne(post: Post, report: DeliveryReport): Promise<'sent' | 'gone' | 'failed'> {
+  /**
+   * Posts one frame, recording the outcome (`retried`: the later passes before this post); a
+   * 410 goes to {@link disconnectGone}, whose own failure is logged, not counted as the frame's.
+   */
+  private async postOne(
+    post: Post,
+    report: DeliveryReport,
+    retried = 0,
+  ): Promise<'sent' | 'gone' | 'failed' | 'throttled'> {
     const { connectionId, frame, endpoint } = post;
+    let result: 'sent' | 'gone';
     try {
-      const result = await this.api.post(connectionId, frame, endpoint);
-      if (result === 'sent') {
-        report.sent++;
-        return 'sent';
-      }
-      report.gone.push(connectionId);
-      await disconnectGone(this.gone, connectionId);
-      return 'gone';
+      result = await this.api.post(connectionId, frame, endpoint);
     } catch (error) {
-      report.failed.push({ connectionId, error });
-      return 'failed';
+      report.failed.push({ connectionId, error, retried });
+      return error instanceof ThrottledError ? 'throttled' : 'failed';
     }
+    if (result === 'sent') {
+      report.sent++;
+      return 'sent';
+    }
+    report.gone.push(connectionId);
+    await disconnectGone(this.gone, connectionId).catch((error: unknown) =>
+      this.logger.error('gone connection not removed', {
+        connectionId,
+        error: errorMessage(error),
+      }),
+    );
+    return 'gone';
   }
 
   // Subscriptions stored without their connection's endpoint cost one read to find it.
@@ -269,10 +341,23 @@ export class Fanout implements Broadcaster, StreamDelivery {
       try {
         await this.api.close(c.connectionId, c.endpoint);
       } catch (error) {
-        report.failed.push({ connectionId: c.connectionId, error });
+        report.failed.push({ connectionId: c.connectionId, error, retried: 0 });
       }
     });
-    this.logReport('remote disconnect', String(connectionId ?? identity), report);
+    const target = String(connectionId ?? identity);
+    for (const f of report.failed) {
+      this.logger.error('remote disconnect: post failed', {
+        target,
+        connectionId: f.connectionId,
+        error: errorMessage(f.error),
+      });
+    }
+    this.logger.debug('remote disconnect', {
+      target,
+      sent: report.sent,
+      gone: report.gone.length,
+      failed: report.failed.length,
+    });
   }
 
   private async remoteUnsubscribe(payload: Record<string, unknown>): Promise<void> {
@@ -288,25 +373,12 @@ export class Fanout implements Broadcaster, StreamDelivery {
     );
     this.logger.info('remote unsubscribe', { stream, subscriptions: subs.length });
   }
-
-  private logReport(what: string, target: string, report: DeliveryReport): void {
-    for (const f of report.failed) {
-      this.logger.error(`${what}: frame undelivered`, {
-        target,
-        connectionId: f.connectionId,
-        passes: 1 + this.retryPasses,
-        error: errorMessage(f.error),
-      });
-    }
-    this.logger.debug(what, {
-      target,
-      sent: report.sent,
-      gone: report.gone.length,
-      failed: report.failed.length,
-      retried: report.retried,
-    });
-  }
 }
+
+/** Later passes over throttled posts, by default. */
+export const DEFAULT_RETRY_PASSES = 5;
+/** The wait before the first later pass, in ms, by default. */
+export const DEFAULT_RETRY_BACKOFF_MS = 100;
 
 function emptyReport(): DeliveryReport {
   return { sent: 0, gone: [], failed: [], retried: 0 };
@@ -315,8 +387,3 @@ function emptyReport(): DeliveryReport {
 function emptyCounts(): DeliveryCounts {
   return { delivered: 0, undelivered: 0, retried: 0, redelivered: 0, gone: 0 };
 }
-
-/** @deprecated The old name of {@link Fanout}. */
-export { Fanout as GatewayBroadcaster };
-/** @deprecated The old name of {@link FanoutOptions}. */
-export type GatewayBroadcasterOptions = FanoutOptions;

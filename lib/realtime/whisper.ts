@@ -37,6 +37,8 @@ export async function whisper(
     sub.stream,
     (other) => whisperFrame(other.identifier, data),
     connectionId,
+    // A typing indicator is not worth holding the sender's frame for later passes.
+    { retry: false },
   );
   for (const f of report.failed) {
     logger.error('whisper: frame undelivered', {

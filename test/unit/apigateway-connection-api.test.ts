@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ApiGatewayConnectionApi } from '../../lib/aws';
-import { AwsResourceError } from '../../lib/core';
+import { AwsResourceError, ThrottledError } from '../../lib/core';
 
 /**
  * Fault injection at the HTTP layer: serverless-offline answers 410 for unknown connections
@@ -76,17 +76,26 @@ describe('ApiGatewayConnectionApi', () => {
       .post('c2', '{}')
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AwsResourceError);
+    // The fan-out tries a ThrottledError again in a later pass: nothing was delivered.
+    expect(error).toBeInstanceOf(ThrottledError);
     expect((error as AwsResourceError).ids).toEqual(['c2']);
     expect((error as Error).message).toMatch(/LimitExceededException/);
   });
 
-  it('turns a server error into an AwsResourceError without retrying', async () => {
+  it("retries a server error as it does a throttle (with the SDK client's own retries off)", async () => {
     const seen: string[] = [];
-    const error = await api([500, 200], seen)
+    expect(await api([500, 200], seen).post('c3', '{}')).toBe('sent');
+    expect(seen).toHaveLength(2);
+  });
+
+  it('turns a lasting server error into an AwsResourceError that is no ThrottledError', async () => {
+    const seen: string[] = [];
+    const error = await api([500, 502, 503, 500, 500], seen)
       .post('c3', '{}')
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AwsResourceError);
-    expect(seen).toHaveLength(1);
+    expect(error).not.toBeInstanceOf(ThrottledError);
+    expect(seen).toHaveLength(5);
   });
 
   it('closes a connection with DeleteConnection', async () => {

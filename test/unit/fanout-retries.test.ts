@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { type ConnectionApi, composeDelivery, LambdacableError } from '../../lib/core';
+import {
+  AwsResourceError,
+  type ConnectionApi,
+  composeDelivery,
+  ThrottledError,
+} from '../../lib/core';
 import {
   MemoryBroker,
   MemoryConnectionApi,
@@ -9,14 +14,6 @@ import {
 import { FakeClock } from '../helpers/clock';
 import { RecordingLogger } from '../helpers/gateway';
 
-/** A throttle as the management API adapter reports it once its own retries are spent. */
-class ThrottledError extends LambdacableError {
-  constructor(connectionId: string) {
-    super(`PostToConnection failed for ${connectionId}: LimitExceededException (HTTP 429)`);
-    this.name = 'ThrottledError';
-  }
-}
-
 /**
  * A management API that throttles the posts `throttled` picks (nothing is delivered then),
  * over a {@link MemoryConnectionApi} that records what was delivered.
@@ -25,13 +22,25 @@ class ThrottlingApi implements ConnectionApi {
   readonly delivered = new MemoryConnectionApi();
   attempts = 0;
   throttles = 0;
-  constructor(private readonly throttled: (connectionId: string) => boolean) {}
+  constructor(
+    private readonly throttled: (connectionId: string) => boolean,
+    private readonly timesOut: (connectionId: string) => boolean = () => false,
+  ) {}
 
   async post(connectionId: string, frame: string, endpoint?: string): Promise<'sent' | 'gone'> {
     this.attempts++;
+    if (this.timesOut(connectionId)) {
+      throw new AwsResourceError(`PostToConnection failed for ${connectionId}: TimeoutError`, {
+        resource: 'execute-api',
+      });
+    }
     if (this.throttled(connectionId)) {
       this.throttles++;
-      throw new ThrottledError(connectionId);
+      // As the management API adapter reports a throttle once its own retries are spent.
+      throw new ThrottledError(`PostToConnection failed for ${connectionId}: HTTP 429`, {
+        resource: 'execute-api',
+        ids: [connectionId],
+      });
     }
     return this.delivered.post(connectionId, frame, endpoint);
   }
@@ -41,13 +50,18 @@ class ThrottlingApi implements ConnectionApi {
   }
 }
 
-async function setup(api: ConnectionApi, subscribers: number, retryPasses = 4) {
+async function setup(
+  api: ConnectionApi,
+  subscribers: number,
+  retryPasses = 4,
+  extra: { retryBudgetMs?: number } = {},
+) {
   const clock = new FakeClock();
   const store = new MemoryConnectionStore();
   const sessions = new MemorySessionCache({ clock });
   const logger = new RecordingLogger();
   const { broker, fanout } = composeDelivery(
-    { store, api, sessions, clock, logger, retryPasses, retryBackoffMs: 1 },
+    { store, api, sessions, clock, logger, retryPasses, retryBackoffMs: 1, ...extra },
     (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
   );
   const ids = Array.from({ length: subscribers }, (_, i) => `c${i}`);
@@ -62,7 +76,7 @@ async function setup(api: ConnectionApi, subscribers: number, retryPasses = 4) {
     });
     await store.addSubscription({ connectionId, stream: 'live', identifier: 'id', whisper: false });
   }
-  return { broker, fanout, logger, ids };
+  return { broker, fanout, logger, ids, clock };
 }
 
 /** The offsets each connection was delivered, in arrival order. */
@@ -108,9 +122,9 @@ describe('Fanout: a post that fails is retried later, for just the connections t
     expect(offsetsOf(api.delivered, 'c0')).toEqual([1, 2]);
     expect(offsetsOf(api.delivered, 'c2')).toEqual([1, 2]);
     expect(offsetsOf(api.delivered, 'c1')).toEqual([]);
-    // The first post and two later passes, per frame.
-    expect(api.throttles).toBe(2 * 3);
-    expect(t.fanout.takeCounts()).toMatchObject({ delivered: 4, undelivered: 2, retried: 4 });
+    // The first post and two later passes; then, given up on, c1 gets no later pass.
+    expect(api.throttles).toBe(3 + 1);
+    expect(t.fanout.takeCounts()).toMatchObject({ delivered: 4, undelivered: 2, retried: 2 });
     const undelivered = t.logger.entries.filter(
       (e) => e.message === 'broadcast: frame undelivered',
     );
@@ -118,8 +132,40 @@ describe('Fanout: a post that fails is retried later, for just the connections t
     expect(undelivered[0]?.fields).toMatchObject({
       target: 'live',
       connectionId: 'c1',
-      passes: 3,
+      retried: 2,
     });
+  });
+
+  it('gives a connection it gave up on no later passes for a while, so it cannot hold up its stream', async () => {
+    const api = new ThrottlingApi((id) => id === 'c1');
+    const t = await setup(api, 2, 3);
+    await t.broker.handleBroadcast({ stream: 'live', data: '1' });
+    expect(api.throttles).toBe(4);
+    await t.broker.handleBroadcast({ stream: 'live', data: '2' });
+    expect(api.throttles).toBe(5);
+    t.clock.advance(60_000);
+    await t.broker.handleBroadcast({ stream: 'live', data: '3' });
+    expect(api.throttles).toBe(9);
+    expect(t.fanout.takeCounts()).toMatchObject({ undelivered: 3, delivered: 3 });
+  });
+
+  it('stops the later passes when their time budget is spent', async () => {
+    const api = new ThrottlingApi((id) => id === 'c1');
+    const t = await setup(api, 2, 100, { retryBudgetMs: 0 });
+    await t.broker.handleBroadcast({ stream: 'live', data: '1' });
+    expect(api.throttles).toBe(1);
+    expect(t.fanout.takeCounts()).toMatchObject({ undelivered: 1, retried: 0 });
+  });
+
+  it('does not retry a post that failed otherwise than by a throttle: it may have been delivered', async () => {
+    const api = new ThrottlingApi(
+      () => false,
+      (id) => id === 'c0',
+    );
+    const t = await setup(api, 2, 3);
+    await t.broker.handleBroadcast({ stream: 'live', data: '1' });
+    expect(api.attempts).toBe(2);
+    expect(t.fanout.takeCounts()).toMatchObject({ delivered: 1, undelivered: 1, retried: 0 });
   });
 
   it('gives up at once with no later pass when retryPasses is 0', async () => {

@@ -4,7 +4,7 @@ import {
   DeleteConnectionCommand,
   PostToConnectionCommand,
 } from '@aws-sdk/client-apigatewaymanagementapi';
-import { AwsResourceError } from '../../../kernel/errors.js';
+import { AwsResourceError, ThrottledError } from '../../../kernel/errors.js';
 import type { ConnectionApi } from '../../../realtime/connection-api.js';
 
 /** Options of {@link ApiGatewayConnectionApi}. */
@@ -18,13 +18,14 @@ export interface ApiGatewayConnectionApiOptions {
   readonly clientConfig?: Omit<ApiGatewayManagementApiClientConfig, 'endpoint'>;
   /**
    * Makes the client of an endpoint (to add middleware, say); `clientConfig` is then unused.
-   * @default a new `ApiGatewayManagementApiClient` with `clientConfig` and
-   * `cacheMiddleware: true` (a fan-out makes one call per subscriber; the chain is then resolved
+   * @default a new `ApiGatewayManagementApiClient` with `clientConfig`, `maxAttempts: 1` (this
+   * adapter retries throttles and 5xx itself) and `cacheMiddleware: true` (a fan-out makes one call per subscriber; the chain is then resolved
    * once per client, not per call)
    */
   readonly createClient?: (endpoint: string) => ApiGatewayManagementApiClient;
   /**
-   * Attempts of a throttled call (`LimitExceededException`, HTTP 429).
+   * Attempts of a throttled call (`LimitExceededException`, HTTP 429) or one that met a 5xx;
+   * a call still throttled after the last throws {@link ThrottledError}.
    * @default 5
    */
   readonly maxAttempts?: number;
@@ -79,6 +80,7 @@ export class ApiGatewayConnectionApi implements ConnectionApi {
         this.options.createClient?.(url) ??
         new ApiGatewayManagementApiClient({
           cacheMiddleware: true,
+          maxAttempts: 1,
           ...this.options.clientConfig,
           endpoint: url,
         });
@@ -103,16 +105,20 @@ export class ApiGatewayConnectionApi implements ConnectionApi {
         const status = statusOf(error);
         if (status === 410 || nameOf(error) === 'GoneException') return 'gone';
         const throttled = status === 429 || nameOf(error) === 'LimitExceededException';
-        if (throttled && attempt < attempts) {
+        // A 5xx is retried like a throttle: the SDK client's own retries are best left off
+        // (functions/runtime.ts), so that the two do not multiply.
+        const serverError = status !== undefined && status >= 500;
+        if ((throttled || serverError) && attempt < attempts) {
           const delay = backoff * 2 ** (attempt - 1);
           await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
           continue;
         }
         const resource = endpoint || this.options.endpoint || 'execute-api';
-        throw new AwsResourceError(
-          `${operation} on ${resource} failed for ${connectionId}: ${nameOf(error)} (HTTP ${status ?? '?'})`,
-          { resource, ids: [connectionId], cause: error },
-        );
+        const message = `${operation} on ${resource} failed for ${connectionId}: ${nameOf(error)} (HTTP ${status ?? '?'})`;
+        const fields = { resource, ids: [connectionId], cause: error };
+        throw throttled
+          ? new ThrottledError(message, fields)
+          : new AwsResourceError(message, fields);
       }
     }
   }
