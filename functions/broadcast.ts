@@ -1,7 +1,13 @@
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { type ConsumedMessage, consumeSqsBatch } from '../lib/aws';
-import { BroadcastEvent, RemoteCommandEvent, UnknownEventTypeError } from '../lib/core';
+import {
+  BroadcastEvent,
+  errorMessage,
+  MessageFormatError,
+  RemoteCommandEvent,
+  UnknownEventTypeError,
+} from '../lib/core';
 import { delivery, runtime, codec as runtimeCodec, metrics as runtimeMetrics } from './runtime';
 
 /** Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out. */
@@ -24,7 +30,7 @@ export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
         logger.info('broadcast', { stream, offset: String(message.offset), id: message.id });
       } else if (message.type === RemoteCommandEvent.name) {
         const { command, payload } = await codec.decode(message.value, RemoteCommandEvent);
-        await broker.handleCommand({ command, payload: JSON.parse(payload) });
+        await broker.handleCommand({ command, payload: parsePayload(payload, message.id) });
         logger.info('remote command', { command, id: message.id });
       } else {
         throw new UnknownEventTypeError(message.type);
@@ -51,3 +57,15 @@ export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
   metrics.publishStoredMetrics();
   return response;
 };
+
+/** A remote command's JSON payload; not JSON throws a MessageFormatError naming the message. */
+function parsePayload(payload: string, messageId: string): unknown {
+  try {
+    return JSON.parse(payload) as unknown;
+  } catch (cause) {
+    throw new MessageFormatError(`remote command payload is not JSON: ${errorMessage(cause)}`, {
+      messageId,
+      cause,
+    });
+  }
+}

@@ -17,6 +17,7 @@ import type {
   PublishOptions,
 } from '../../../messaging/types.js';
 import type { OutboxRecord, TxOutbox } from '../../../outbox/types.js';
+import { awsCall } from '../call.js';
 
 /** DynamoDB's item size limit. */
 export const MAX_ITEM_BYTES = 400 * 1024;
@@ -134,29 +135,34 @@ export class DynamoOutbox implements TxOutbox<TransactWriteItem[]> {
 /** Creates an outbox table (local use; production tables come from `serverless.yml`). */
 export async function createOutbox(client: DynamoDBClient, name: string): Promise<void> {
   try {
-    await client.send(
-      new CreateTableCommand({
-        TableName: name,
-        BillingMode: 'PAY_PER_REQUEST',
-        AttributeDefinitions: [
-          { AttributeName: 'pk', AttributeType: 'S' },
-          { AttributeName: 'sk', AttributeType: 'S' },
-        ],
-        KeySchema: [
-          { AttributeName: 'pk', KeyType: 'HASH' },
-          { AttributeName: 'sk', KeyType: 'RANGE' },
-        ],
-        StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' },
-      }),
+    await awsCall('CreateTable', name, [name], () =>
+      client.send(
+        new CreateTableCommand({
+          TableName: name,
+          BillingMode: 'PAY_PER_REQUEST',
+          AttributeDefinitions: [
+            { AttributeName: 'pk', AttributeType: 'S' },
+            { AttributeName: 'sk', AttributeType: 'S' },
+          ],
+          KeySchema: [
+            { AttributeName: 'pk', KeyType: 'HASH' },
+            { AttributeName: 'sk', KeyType: 'RANGE' },
+          ],
+          StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_IMAGE' },
+        }),
+      ),
     );
-    await client.send(
-      new UpdateTimeToLiveCommand({
-        TableName: name,
-        TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
-      }),
+    await awsCall('UpdateTimeToLive', name, [name], () =>
+      client.send(
+        new UpdateTimeToLiveCommand({
+          TableName: name,
+          TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
+        }),
+      ),
     );
   } catch (error) {
-    if (!(error instanceof ResourceInUseException)) throw error;
+    // The table exists already: nothing to create.
+    if (!(error instanceof Error && error.cause instanceof ResourceInUseException)) throw error;
   }
 }
 

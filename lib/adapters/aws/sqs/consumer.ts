@@ -8,6 +8,7 @@ import {
 import { AwsResourceError, errorMessage } from '../../../kernel/errors.js';
 import { decodeEnvelope } from '../../../messaging/envelope.js';
 import type { Consumer, Message } from '../../../messaging/types.js';
+import { awsCall } from '../call.js';
 import type { ConsumedMessage } from './batch-consumer.js';
 import { messageGroupId } from './relay.js';
 
@@ -167,21 +168,22 @@ export class SqsConsumer implements Consumer {
   private async flushDeletes(): Promise<void> {
     while (this.deletes.length > 0) {
       const chunk = this.deletes.splice(0, 10);
+      const ids = chunk.map((d) => d.id);
       try {
-        const out = await this.options.sqs.send(
-          new DeleteMessageBatchCommand({
-            QueueUrl: this.options.queueUrl,
-            Entries: chunk.map((d, i) => ({ Id: `d${i}`, ReceiptHandle: d.receipt })),
-          }),
+        const out = await awsCall('DeleteMessageBatch', this.options.queueUrl, ids, () =>
+          this.options.sqs.send(
+            new DeleteMessageBatchCommand({
+              QueueUrl: this.options.queueUrl,
+              Entries: chunk.map((d, i) => ({ Id: `d${i}`, ReceiptHandle: d.receipt })),
+            }),
+          ),
         );
         const failed = new Map((out.Failed ?? []).map((f) => [f.Id, f]));
         chunk.forEach((d, i) => {
           const f = failed.get(`d${i}`);
           const message = `DeleteMessage on ${this.options.queueUrl} failed for ${d.id}: ${f?.Code} ${f?.Message}`;
-          const ids = [d.id];
-          d.done(
-            f ? new AwsResourceError(message, { resource: this.options.queueUrl, ids }) : undefined,
-          );
+          const resource = this.options.queueUrl;
+          d.done(f ? new AwsResourceError(message, { resource, ids: [d.id] }) : undefined);
         });
       } catch (error) {
         for (const d of chunk) d.done(error);
@@ -198,12 +200,14 @@ export class SqsConsumer implements Consumer {
   private async changeVisibility(id: string, seconds: number, receipt?: string): Promise<void> {
     const handle = receipt ?? this.unsettled.get(id)?.receipt;
     if (!handle) return;
-    await this.options.sqs.send(
-      new ChangeMessageVisibilityCommand({
-        QueueUrl: this.options.queueUrl,
-        ReceiptHandle: handle,
-        VisibilityTimeout: seconds,
-      }),
+    await awsCall('ChangeMessageVisibility', this.options.queueUrl, [id], () =>
+      this.options.sqs.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: this.options.queueUrl,
+          ReceiptHandle: handle,
+          VisibilityTimeout: seconds,
+        }),
+      ),
     );
   }
 
