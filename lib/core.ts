@@ -101,9 +101,7 @@ export {
 } from './realtime/broadcasts.js';
 export {
   type ComposeRealtimeOptions,
-  composeDelivery,
   composeRealtime,
-  type Delivery,
   type PingerSettings,
   type Realtime,
 } from './realtime/compose.js';
@@ -120,6 +118,11 @@ export type {
   ConnectionStore,
   Subscription,
 } from './realtime/connections.js';
+export {
+  type ComposeDeliveryOptions,
+  composeDelivery,
+  type Delivery,
+} from './realtime/delivery.js';
 export {
   type DeliveryCounts,
   type DeliveryReport,

@@ -1,5 +1,5 @@
-// Bridges serverless.yml to the TypeScript definitions in infra/ (the one source of the
-// tables, queues and roles): `${file(./infra/serverless.cjs):resources}` and `:environment`.
+// Bridges serverless.yml to the TypeScript definitions in infra/deploy/ (the one source of the
+// tables, queues and roles): `${file(./infra/deploy/serverless.cjs):resources}` and `:environment`.
 // The Serverless Framework loads .cjs files with require(), so tsx compiles the TypeScript.
 const { require: tsxRequire } = require('tsx/cjs/api');
 

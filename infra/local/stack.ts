@@ -367,7 +367,7 @@ export class FunctionInvocationError extends LambdacableError {
 const OFFLINE_PRELOAD = pathToFileURL(join(here, 'offline', 'preload.mjs')).href;
 
 /**
- * The functions run in worker threads (infra/offline/preload.mjs): the ones `npm start`'s
+ * The functions run in worker threads (infra/local/offline/preload.mjs): the ones `npm start`'s
  * pollers and pinger loop invoke, one or two at a time, whose SDK calls would otherwise share
  * serverless-offline's one thread with the requests they make (a fan-out's posts).
  */

@@ -1,5 +1,5 @@
 /**
- * `npm start`: the whole system on 127.0.0.1 (see infra/local-stack.ts). Prints the
+ * `npm start`: the whole system on 127.0.0.1 (see infra/local/stack.ts). Prints the
  * endpoints and a ready-to-use example. Ctrl-C or SIGTERM (to npm or to this process) stops
  * every process it started, in order; a second one stops them at once.
  */
@@ -31,7 +31,7 @@ let stopRequestedAt: number | undefined;
 
 /**
  * Stops the stack and exits. Before the stack is up, or on a second request, it exits at
- * once: the exit hooks of infra/local-stack.ts and infra/local-services.ts then kill
+ * once: the exit hooks of infra/local/stack.ts and infra/local/services.ts then kill
  * serverless-offline and DynamoDB Local outright.
  */
 function requestStop(reason: string, exitCode: number): void {

@@ -96,6 +96,9 @@ export function resolveBrokerConfig(
   return config;
 }
 
+/** Tries of a session cache's `updateSession` before it gives up under contention. */
+export const SESSION_UPDATE_ATTEMPTS = 25;
+
 /** API Gateway's longest WebSocket connection, in seconds (2 h). */
 const MAX_CONNECTION_SECONDS = 7200;
 

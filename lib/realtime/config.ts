@@ -168,23 +168,25 @@ function positive(env: Env, name: string, fallback: number, integer: boolean): n
 }
 
 function nonNegative(env: Env, name: string, fallback: number): number {
-  const value = text(env, name)?.trim();
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < 0) {
-    throw new ConfigError(`${name} must be a number of seconds >= 0, got: ${env[name]}`, {
-      variable: name,
-    });
-  }
-  return n;
+  return atLeastZero(env, name, fallback, 'a number of seconds', Number.isFinite);
 }
 
 function count(env: Env, name: string, fallback: number): number {
+  return atLeastZero(env, name, fallback, 'an integer', Number.isInteger);
+}
+
+function atLeastZero(
+  env: Env,
+  name: string,
+  fallback: number,
+  what: string,
+  valid: (n: number) => boolean,
+): number {
   const value = text(env, name)?.trim();
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) {
-    throw new ConfigError(`${name} must be an integer >= 0, got: ${env[name]}`, { variable: name });
+  if (!valid(n) || n < 0) {
+    throw new ConfigError(`${name} must be ${what} >= 0, got: ${env[name]}`, { variable: name });
   }
   return n;
 }

@@ -31,7 +31,7 @@ afterEach(async () => {
   delete process.env.FIXTURE_OUTSIDE;
 });
 
-describe('npm start: functions in worker threads (infra/offline/workers.mjs)', () => {
+describe('npm start: functions in worker threads (infra/local/offline/workers.mjs)', () => {
   it('runs the handler in a thread of its own, with its environment and no other', async () => {
     process.env.FIXTURE_OUTSIDE = 'the test process';
     const ran = await run(pool());

@@ -8,7 +8,7 @@
 //
 //   java -Djava.library.path=<dir>/DynamoDBLocal_lib \
 //     -cp '<dir>/DynamoDBLocal.jar:<dir>/DynamoDBLocal_lib/*' \
-//     infra/dynamodb-local/Launcher.java -inMemory -sharedDb -disableTelemetry -port 0
+//     infra/local/dynamodb-local/Launcher.java -inMemory -sharedDb -disableTelemetry -port 0
 //
 // Arguments go straight to DynamoDB Local, except `-port 0`, which means "any free port" (DynamoDB
 // Local itself only accepts 1-65535). Once the server is listening, this line goes to stdout:

@@ -1,4 +1,8 @@
-import { activeSessionExpiry, resolveBrokerConfig } from '../../broker/history.js';
+import {
+  activeSessionExpiry,
+  resolveBrokerConfig,
+  SESSION_UPDATE_ATTEMPTS,
+} from '../../broker/history.js';
 import {
   type BrokerConfig,
   type Cacheable,
@@ -8,9 +12,6 @@ import {
 } from '../../broker/types.js';
 import { type Clock, systemClock } from '../../kernel/clock.js';
 import { LambdacableError } from '../../kernel/errors.js';
-
-/** Tries of {@link MemorySessionCache.updateSession} before it gives up under contention. */
-const SESSION_UPDATE_ATTEMPTS = 25;
 
 interface MemorySession {
   data: Uint8Array;

@@ -7,7 +7,11 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { activeSessionExpiry, resolveBrokerConfig } from '../../../broker/history.js';
+import {
+  activeSessionExpiry,
+  resolveBrokerConfig,
+  SESSION_UPDATE_ATTEMPTS,
+} from '../../../broker/history.js';
 import {
   type BrokerConfig,
   type Cacheable,
@@ -18,8 +22,6 @@ import {
 import { type Clock, systemClock } from '../../../kernel/clock.js';
 import { awsCall } from '../call.js';
 
-/** Tries of {@link DynamoSessionCache.updateSession} before it gives up under contention. */
-const SESSION_UPDATE_ATTEMPTS = 25;
 /** The most a writer that lost a race waits before it reads again, per attempt (ms). */
 const SESSION_RETRY_JITTER_MS = 5;
 
