@@ -129,6 +129,7 @@ export class DynamoHistoryReader implements HistoryReader {
     return out;
   }
 
+  /** The stream's epoch and last offset (its meta item, read consistently). @internal for DynamoBroker */
   async meta(stream: string): Promise<StreamMeta | undefined> {
     const out = await awsCall('GetItem', this.table, [stream], () =>
       this.client.send(
@@ -144,7 +145,7 @@ export class DynamoHistoryReader implements HistoryReader {
     return { epoch, lastOffset: Number(out.Item?.lastOffset?.N ?? '0') };
   }
 
-  /** Whether one of the stream's retained messages was appended from `source`. */
+  /** Whether one of the stream's retained messages was appended from `source`. @internal for DynamoBroker */
   async hasSource(stream: string, source: string, last: number): Promise<boolean> {
     const table = this.table;
     const out = await awsCall('Query', table, [stream], () =>
