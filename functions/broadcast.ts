@@ -1,6 +1,6 @@
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { type ConsumedMessage, consumeSqsBatch } from '../lib/aws';
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { type ConsumedMessage, consumeSqsBatch, NackError } from '../lib/aws';
 import {
   BroadcastEvent,
   errorMessage,
@@ -10,15 +10,27 @@ import {
 } from '../lib/core';
 import { delivery, runtime, codec as runtimeCodec, metrics as runtimeMetrics } from './runtime';
 
+/**
+ * No message of a batch starts with less time than this left (ms): a large audience's frame
+ * waits for its fan-out tasks (about N / 10,000 s at the default `@connections` quota), so a
+ * batch of them must never run into the timeout. The rest of the batch comes back at once.
+ */
+const START_RESERVE_MS = 200_000;
+
 /** Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out. */
-export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
+export const handler = async (event: SQSEvent, context?: Context): Promise<SQSBatchResponse> => {
   const { logger, sqs, queues } = runtime();
+  const startBy = Date.now() + (context?.getRemainingTimeInMillis() ?? 900_000) - START_RESERVE_MS;
   const { broker, fanout } = delivery();
   const codec = runtimeCodec();
   const metrics = runtimeMetrics();
   const response = await consumeSqsBatch(
     event,
     async (message: ConsumedMessage) => {
+      if (Date.now() > startBy) {
+        // Not failed: redelivered with the rest of its group, in order, to a fresh invocation.
+        throw new NackError(message.id, 'deferred: too little time left in this invocation');
+      }
       if (message.type === BroadcastEvent.name) {
         const { stream, data } = await codec.decode(message.value, BroadcastEvent);
         // The offset makes a redelivery recognisable: history keeps one copy.
@@ -41,7 +53,12 @@ export const handler = async (event: SQSEvent): Promise<SQSBatchResponse> => {
       // No ack store: the broker's source position is the one redelivery check here (it
       // is read with the stream's counter anyway; an ack state would cost two more calls).
       logger,
-      visibility: { sqs, queueUrl: () => queues.broadcast! },
+      visibility: {
+        sqs,
+        queueUrl: () => queues.broadcast!,
+        // A deferred message comes back at once; a failed one after 2^receiveCount s.
+        backoffSeconds: (n) => (Date.now() > startBy ? 0 : Math.min(900, 2 ** n)),
+      },
     },
   );
   const failed = response.batchItemFailures.length;

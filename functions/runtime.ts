@@ -9,8 +9,13 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { queueUrlVariable, tableVariable } from '../infra/deploy/cloudformation';
+import {
+  DELIVER_FUNCTION_VARIABLE,
+  queueUrlVariable,
+  tableVariable,
+} from '../infra/deploy/cloudformation';
 import {
   consumerGroups,
   type TableName,
@@ -22,6 +27,7 @@ import {
   DynamoConnectionStore,
   DynamoSchemaRegistry,
   DynamoSessionCache,
+  LambdaTaskRunner,
   OutboxProducer,
   OutboxRelay,
   recordAwsCalls,
@@ -178,11 +184,31 @@ function postRetries(config: GatewayConfig) {
   return { retryPasses: config.postRetryPasses, retryBackoffMs: config.postRetryBackoffMs };
 }
 
-/** The broadcast consumer's part: the broker and its fan-out, without the gateway. */
+/**
+ * The broadcast consumer's and the `deliver` function's part: the broker and its fan-out,
+ * without the gateway. An audience over `LAMBDACABLE_FANOUT_TASK_SIZE` is delivered by
+ * fan-out tasks, each an invocation of `deliver`.
+ */
 export function delivery(): Delivery<DynamoBroker> {
-  return part('delivery', ({ config, logger }) =>
-    composeDelivery({ ...adapters(), logger, ...postRetries(config) }, brokerOver),
-  );
+  return part('delivery', ({ config, logger, record }) => {
+    const lambdaEndpoint = process.env.LAMBDACABLE_LAMBDA_ENDPOINT || undefined;
+    const runner = new LambdaTaskRunner({
+      client: record(
+        new LambdaClient({
+          ...CLIENT_DEFAULTS,
+          ...(lambdaEndpoint ? { endpoint: lambdaEndpoint } : {}),
+        }),
+      ),
+      functionName: required(process.env, DELIVER_FUNCTION_VARIABLE),
+    });
+    const tasks = {
+      runner,
+      taskSize: config.fanoutTaskSize,
+      shardTarget: config.streamShardTarget,
+      retryBudgetMs: config.fanoutRetryBudgetMs,
+    };
+    return composeDelivery({ ...adapters(), logger, ...postRetries(config), tasks }, brokerOver);
+  });
 }
 
 /** The WebSocket side: fan-out, broker, gateway and pinger runs over one session cache. */

@@ -20,6 +20,7 @@ export {
 export {
   BUCKET_INDEX,
   DynamoConnectionStore,
+  type DynamoConnectionStoreOptions,
   IDENTITY_INDEX,
   STREAM_INDEX,
 } from './adapters/aws/dynamodb/connections.js';
@@ -41,6 +42,10 @@ export {
   DynamoSessionCache,
   type DynamoSessionCacheOptions,
 } from './adapters/aws/dynamodb/sessions.js';
+export {
+  LambdaTaskRunner,
+  type LambdaTaskRunnerOptions,
+} from './adapters/aws/lambda/task-runner.js';
 export {
   type BatchConsumerOptions,
   type ConsumedMessage,

@@ -116,6 +116,8 @@ export type {
   ConnectionChange,
   ConnectionRecord,
   ConnectionStore,
+  SliceRead,
+  SubscriberSlice,
   Subscription,
 } from './realtime/connections.js';
 export {
@@ -130,6 +132,15 @@ export {
   type FanoutOptions,
   type StreamDelivery,
 } from './realtime/fanout.js';
+export {
+  type FanoutTask,
+  FanoutTaskError,
+  type FanoutTaskReport,
+  type FanoutTaskRunner,
+  type FanoutTasksOptions,
+  FanoutTree,
+  type FanoutTreeOptions,
+} from './realtime/fanout-tree.js';
 export {
   Gateway,
   type GatewayOptions,

@@ -17,3 +17,4 @@ export {
 export { MemoryOutbox, MemoryTransaction } from './adapters/memory/outbox.js';
 export { MemorySchemaRegistry } from './adapters/memory/schema-registry.js';
 export { MemorySessionCache, type MemorySessionCacheOptions } from './adapters/memory/sessions.js';
+export { InProcessTaskRunner, InvocationFailedError } from './adapters/memory/task-runner.js';

@@ -40,6 +40,9 @@ export function tableVariable(table: TableName): string {
   return `LAMBDACABLE_TABLE_${table.toUpperCase()}`;
 }
 
+/** Environment variable holding the deployed name of the function that runs fan-out tasks. */
+export const DELIVER_FUNCTION_VARIABLE = 'LAMBDACABLE_DELIVER_FUNCTION';
+
 /** Where stream records the relay could not deliver after its retries go. */
 export const RELAY_FAILURES_QUEUE = 'RelayFailuresQueue';
 
@@ -63,7 +66,9 @@ export type Permission =
   | { readonly stream: 'outbox' }
   | { readonly queues: 'all' | readonly string[]; readonly actions: readonly string[] }
   | { readonly relayFailures: true }
-  | { readonly manageConnections: true };
+  | { readonly manageConnections: true }
+  /** `lambda:InvokeFunction` on these functions (keys in `serverless.yml`). */
+  | { readonly invoke: readonly string[] };
 
 const GET = 'dynamodb:GetItem';
 const PUT = 'dynamodb:PutItem';
@@ -109,6 +114,20 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     // A connection that answered 410 is disconnected: its session finished.
     { table: 'sessions', actions: [UPDATE] },
     { manageConnections: true },
+    // A large audience is delivered by fan-out tasks, each a `deliver` invocation.
+    { invoke: ['deliver'] },
+  ],
+  // One fan-out task: reads a slice of a stream's subscribers and posts to them, or hands
+  // parts of it to tasks of its own; removes a connection that answered 410.
+  deliver: [
+    {
+      table: 'connections',
+      actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE],
+      queries: [STREAM_INDEX],
+    },
+    { table: 'sessions', actions: [UPDATE] },
+    { manageConnections: true },
+    { invoke: ['deliver'] },
   ],
   // Stores the connection and, on a restore, its subscriptions and session.
   wsConnect: [
@@ -243,6 +262,7 @@ export function functionEnvironment(
   }
   for (const group of groups)
     env[queueUrlVariable(group.name)] = { Ref: queueLogicalIds(group.name).queue };
+  env[DELIVER_FUNCTION_VARIABLE] = `${prefix}-deliver`;
   return env;
 }
 
@@ -261,7 +281,7 @@ function role(
       },
     },
   ];
-  for (const p of permissions) statements.push(...[statement(p, groups)].flat());
+  for (const p of permissions) statements.push(...[statement(p, groups, options)].flat());
   return {
     Type: 'AWS::IAM::Role',
     Properties: {
@@ -285,7 +305,20 @@ function role(
   };
 }
 
-function statement(p: Permission, groups: readonly ConsumerGroupDefinition[]): Json | Json[] {
+function statement(
+  p: Permission,
+  groups: readonly ConsumerGroupDefinition[],
+  options: CloudFormationOptions,
+): Json | Json[] {
+  if ('invoke' in p) {
+    return {
+      Effect: 'Allow',
+      Action: ['lambda:InvokeFunction'],
+      Resource: p.invoke.map((key) => ({
+        'Fn::Sub': `arn:\${AWS::Partition}:lambda:\${AWS::Region}:\${AWS::AccountId}:function:${options.functionName(key)}`,
+      })),
+    };
+  }
   if ('table' in p) {
     const arn = { 'Fn::GetAtt': [tableLogicalId(p.table), 'Arn'] };
     const statements: Json[] = p.actions.length

@@ -68,7 +68,8 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
     AttributeDefinitions: [
       S('pk'),
       S('sk'),
-      S('stream'),
+      S('fanKey'),
+      S('fanSort'),
       S('identity'),
       S('bucket'),
       N('since'),
@@ -76,9 +77,11 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
     ],
     KeySchema: key('pk', 'sk'),
     GlobalSecondaryIndexes: [
+      // A stream's subscribers by shard (`<stream>#<shard>`) and hash: the fan-out's reads,
+      // one slice per Query, each stream over as many partition keys as its spread.
       {
         IndexName: STREAM_INDEX,
-        KeySchema: key('stream', 'connectionId'),
+        KeySchema: key('fanKey', 'fanSort'),
         Projection: { ProjectionType: 'ALL' },
       },
       {
@@ -128,9 +131,9 @@ export { BROADCAST_TOPIC };
 
 /** The built-in consumer groups. */
 export const consumerGroups: readonly ConsumerGroupDefinition[] = [
-  // Visibility: 6 × the broadcast function's 60 s timeout, as AWS advises for SQS triggers
+  // Visibility: 6 × the broadcast function's 300 s timeout, as AWS advises for SQS triggers
   // (a nack still comes back sooner: the consumer sets its own back-off).
-  { name: 'broadcast', topics: [BROADCAST_TOPIC], visibilityTimeout: 360, maxReceiveCount: 5 },
+  { name: 'broadcast', topics: [BROADCAST_TOPIC], visibilityTimeout: 1800, maxReceiveCount: 5 },
 ];
 
 /** Physical table name. */

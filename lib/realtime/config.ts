@@ -81,6 +81,26 @@ export interface GatewayConfig {
    */
   readonly postRetryBackoffMs: number;
   /**
+   * The most subscribers one invocation posts a frame to (`LAMBDACABLE_FANOUT_TASK_SIZE`): a
+   * larger audience is delivered by fan-out tasks, each an invocation of the `deliver` function.
+   * @default 500
+   */
+  readonly fanoutTaskSize: number;
+  /**
+   * Milliseconds a fan-out task keeps posting again to the connections it was throttled on
+   * (`LAMBDACABLE_FANOUT_RETRY_BUDGET_MS`): a large audience may meet the account's
+   * `@connections` quota, and waits its turn. (A stream delivered inline keeps 3 s: its next
+   * frame waits for it.)
+   * @default 20000
+   */
+  readonly fanoutRetryBudgetMs: number;
+  /**
+   * Subscribers per shard before a stream's new subscriptions are spread over more partition
+   * keys (`LAMBDACABLE_STREAM_SHARD_TARGET`).
+   * @default 10000
+   */
+  readonly streamShardTarget: number;
+  /**
    * History and session limits (`LAMBDACABLE_HISTORY_LIMIT`, `LAMBDACABLE_HISTORY_TTL`,
    * `LAMBDACABLE_SESSIONS_TTL`).
    * @default {@link defaultBrokerConfig}
@@ -100,6 +120,9 @@ export function defaultGatewayConfig(): GatewayConfig {
     maxFrameBytes: 32768,
     postRetryPasses: DEFAULT_RETRY_PASSES,
     postRetryBackoffMs: DEFAULT_RETRY_BACKOFF_MS,
+    fanoutTaskSize: 500,
+    fanoutRetryBudgetMs: 20_000,
+    streamShardTarget: 10_000,
     broker: defaultBrokerConfig(),
   };
 }
@@ -133,6 +156,9 @@ export function configFromEnv(env: Env): GatewayConfig {
     maxFrameBytes: positive(env, 'LAMBDACABLE_MAX_FRAME_BYTES', d.maxFrameBytes, true),
     postRetryPasses: count(env, 'LAMBDACABLE_POST_RETRY_PASSES', d.postRetryPasses),
     postRetryBackoffMs: count(env, 'LAMBDACABLE_POST_RETRY_BACKOFF_MS', d.postRetryBackoffMs),
+    fanoutTaskSize: positive(env, 'LAMBDACABLE_FANOUT_TASK_SIZE', d.fanoutTaskSize, true),
+    fanoutRetryBudgetMs: count(env, 'LAMBDACABLE_FANOUT_RETRY_BUDGET_MS', d.fanoutRetryBudgetMs),
+    streamShardTarget: positive(env, 'LAMBDACABLE_STREAM_SHARD_TARGET', d.streamShardTarget, true),
     broker: {
       historyLimit: positive(env, 'LAMBDACABLE_HISTORY_LIMIT', d.broker.historyLimit, true),
       historyTtl: positive(env, 'LAMBDACABLE_HISTORY_TTL', d.broker.historyTtl, false),

@@ -52,6 +52,32 @@ export type ConnectionChange =
       readonly changedAt: number;
     };
 
+/**
+ * A slice of one stream's subscribers: one shard of the stream, and within it the
+ * subscribers whose hash starts with `prefix` (see `spread.ts`). A subscriber stays in the
+ * same slice for as long as it is subscribed.
+ */
+export interface SubscriberSlice {
+  readonly stream: string;
+  /** The shard, from 0 to the stream's spread − 1. */
+  readonly shard: number;
+  /** Hex digits the subscribers' hash starts with; `''` for the whole shard. */
+  readonly prefix: string;
+}
+
+/** What {@link ConnectionStore.readSlice} found. */
+export interface SliceRead {
+  /** Subscribers of the slice in hash order, at most as many as asked for. */
+  readonly subscribers: Subscription[];
+  /** Whether the slice holds more subscribers than were returned. */
+  readonly truncated: boolean;
+  /**
+   * The stream's spread (number of shards) as read with shard 0's whole slice, where the
+   * stream's spread item sorts first; 1 when the stream has none. Absent for other slices.
+   */
+  readonly spread?: number;
+}
+
 /** Connections and their subscriptions, with a lookup from stream to subscribers. */
 export interface ConnectionStore {
   /** Stores (or replaces) a connection. */
@@ -69,8 +95,18 @@ export interface ConnectionStore {
   removeSubscription(connectionId: string, stream: string, identifier: string): Promise<void>;
   /** A connection's subscriptions. */
   subscriptionsOf(connectionId: string): Promise<Subscription[]>;
-  /** A stream's subscribers, page by page (a Query, never a Scan). */
+  /** A stream's subscribers, page by page, shard after shard (Queries, never a Scan). */
   subscribersOf(stream: string, pageSize?: number): AsyncIterable<Subscription[]>;
+  /**
+   * Up to `limit` subscribers of one slice of a stream, in hash order (one Query, never a
+   * Scan): what one fan-out task reads.
+   */
+  readSlice(slice: SubscriberSlice, limit: number): Promise<SliceRead>;
+  /**
+   * Spreads the stream's new subscriptions over `spread` shards (a power of two), unless it
+   * has as many already: a spread never shrinks. Resolves to the spread the stream has now.
+   */
+  spreadStream(stream: string, spread: number): Promise<number>;
   /** Removes a connection and all its subscriptions; returns the removed subscriptions. */
   removeConnection(connectionId: string): Promise<Subscription[]>;
   /**

@@ -4,6 +4,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionStore } from './connections.js';
 import { Fanout, type FanoutOptions } from './fanout.js';
+import type { FanoutTasksOptions } from './fanout-tree.js';
 
 /** Options of {@link composeDelivery}. */
 export interface ComposeDeliveryOptions {
@@ -34,6 +35,11 @@ export interface ComposeDeliveryOptions {
   readonly retryBudgetMs?: number;
   /** How long a connection given up on gets no later passes, ms. @default 60000 */
   readonly stuckMs?: number;
+  /**
+   * Fan-out tasks ({@link FanoutOptions.tasks}): audiences over `taskSize` delivered by
+   * invocations of their own. @default none: one fan-out posts to a whole audience
+   */
+  readonly tasks?: FanoutTasksOptions;
 }
 
 /** The delivery path: the fan-out, and the broker that feeds it. */
@@ -67,6 +73,7 @@ export function composeDelivery<B extends Broker>(
     retryBackoffMs: options.retryBackoffMs,
     retryBudgetMs: options.retryBudgetMs,
     stuckMs: options.stuckMs,
+    tasks: options.tasks,
   });
   return { fanout, broker: broker(fanout, sessions) };
 }

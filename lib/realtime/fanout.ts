@@ -4,54 +4,19 @@ import { forEachConcurrently } from '../kernel/concurrency.js';
 import { ConfigError, errorMessage, ThrottledError } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
-import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
+import type { ConnectionStore, Subscription } from './connections.js';
+import type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
+import {
+  type FanoutTask,
+  type FanoutTaskReport,
+  type FanoutTasksOptions,
+  FanoutTree,
+} from './fanout-tree.js';
 import { disconnectGone, type GonePolicy, type SessionFinisher } from './gone.js';
-import { broadcastFrame, disconnectFrame } from './protocol.js';
+import { broadcastFrame } from './protocol.js';
+import { type RemoteCommandDeps, remoteDisconnect, remoteUnsubscribe } from './remote.js';
 
-/** What a fan-out did. */
-export interface DeliveryReport {
-  /** Frames delivered. */
-  sent: number;
-  /** Connections that answered 410 (disconnected unless just connected: {@link disconnectGone}). */
-  gone: string[];
-  /**
-   * Posts given up on: not throttled (not retried), or throttled again on every later pass.
-   * `retried` counts the later passes made for it.
-   */
-  failed: { connectionId: string; error: unknown; retried: number }[];
-  /** Posts made again on a later pass, after a first one failed (throttled, say). */
-  retried: number;
-}
-
-/** Frames counted since the last {@link Fanout.takeCounts}: what a handler turns into metrics. */
-export interface DeliveryCounts {
-  /** Frames delivered. */
-  delivered: number;
-  /** Frames given up on after every later pass failed: each one is also logged. */
-  undelivered: number;
-  /** Posts made again on a later pass. */
-  retried: number;
-  /** Frames of a redelivered message (see `StreamMessage.meta.redelivered`): possible duplicates. */
-  redelivered: number;
-  /** Connections found gone (410). */
-  gone: number;
-}
-
-/** Delivers frames to the subscribers of a stream: what the gateway needs of the fan-out (whispers). */
-export interface StreamDelivery {
-  /**
-   * Posts `render(subscription)` to every subscriber of `stream` but those of `except`
-   * (a connection id); `render` returning `undefined` skips a subscriber. With `retry`
-   * false, a throttled post is not tried again in a later pass (a whisper is not worth the
-   * wait).
-   */
-  deliver(
-    stream: string,
-    render: (sub: Subscription) => string | undefined,
-    except?: string,
-    options?: { readonly retry?: boolean },
-  ): Promise<DeliveryReport>;
-}
+export type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
 
 /** Options of {@link Fanout}. */
 export interface FanoutOptions {
@@ -81,11 +46,9 @@ export interface FanoutOptions {
    */
   readonly goneGraceMs?: number;
   /**
-   * Later passes over the posts that were throttled ({@link ThrottledError}, after the
-   * management API adapter's own retries), each for just the connections still missing the
-   * frame. A frame still not posted after the last pass, or when {@link retryBudgetMs} is
-   * spent, is counted undelivered and logged with its connection and stream. Other failures
-   * are not retried: a post that timed out may have been delivered.
+   * Later passes over throttled posts ({@link ThrottledError}), for just the connections still
+   * missing the frame; then it is counted undelivered and logged. Other failures are not
+   * retried: a post that timed out may have been delivered.
    * @default 5
    */
   readonly retryPasses?: number;
@@ -107,6 +70,8 @@ export interface FanoutOptions {
    * @default 100
    */
   readonly retryBackoffMs?: number;
+  /** Fan-out tasks: an audience over `taskSize` is delivered by invocations of its own. */
+  readonly tasks?: FanoutTasksOptions;
 }
 
 /** A post to make: one frame to one connection. */
@@ -141,6 +106,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
   /** Connections given up on, and until when (ms) they get no later pass. */
   private readonly stuck = new Map<string, number>();
   private counts: DeliveryCounts = emptyCounts();
+  private readonly tree: FanoutTree | undefined;
 
   constructor(options: FanoutOptions) {
     this.store = options.store;
@@ -168,13 +134,63 @@ export class Fanout implements Broadcaster, StreamDelivery {
         throw new ConfigError(`${variable} must be an integer >= 0, got: ${value}`, { variable });
       }
     }
+    this.tree = options.tasks
+      ? new FanoutTree({
+          ...options.tasks,
+          store: this.store,
+          logger: this.logger,
+          post: (message, subscribers, asTask) =>
+            this.postMessage(
+              message,
+              subscribers,
+              asTask ? (options.tasks?.retryBudgetMs ?? 20_000) : undefined,
+            ),
+        })
+      : undefined;
     if (!(this.concurrency >= 1)) {
       throw new ConfigError('concurrency must be at least 1', { variable: 'concurrency' });
     }
   }
 
   async broadcast(msg: StreamMessage): Promise<void> {
+    if (this.tree) {
+      const report = await this.tree.run({ message: msg });
+      this.logger.debug('broadcast', { target: msg.stream, ...report });
+      return;
+    }
     const report = await this.deliver(msg.stream, (sub) => broadcastFrame(sub.identifier, msg));
+    this.accountFor(msg, report);
+  }
+
+  /** Runs one fan-out task (the `deliver` function's): needs the `tasks` option. */
+  async runTask(task: FanoutTask): Promise<FanoutTaskReport> {
+    if (!this.tree) {
+      throw new ConfigError('a fan-out task needs the tasks option of Fanout', {
+        variable: 'tasks',
+      });
+    }
+    return this.tree.run(task);
+  }
+
+  /** Posts a message to exactly these subscribers, with the later passes: a task's own posts. */
+  private async postMessage(
+    msg: StreamMessage,
+    subscribers: readonly Subscription[],
+    budgetMs?: number,
+  ): Promise<DeliveryReport> {
+    const report = emptyReport();
+    const missed: Post[] = [];
+    await this.postAll(subscribers, (sub) => broadcastFrame(sub.identifier, msg), report, missed);
+    // A task's posts wait their turn within its budget, pass after pass.
+    const passes = budgetMs === undefined || this.retryPasses === 0 ? this.retryPasses : Infinity;
+    await this.retryLater(missed, report, passes, budgetMs ?? this.retryBudgetMs);
+    this.count(report);
+    this.accountFor(msg, report);
+    return report;
+  }
+
+  /** Counts a message's possible duplicates and logs each frame given up on. */
+  private accountFor(msg: StreamMessage, report: DeliveryReport): void {
     if (msg.meta?.redelivered) this.counts.redelivered += report.sent;
     for (const f of report.failed) {
       this.logger.error('broadcast: frame undelivered', {
@@ -210,17 +226,27 @@ export class Fanout implements Broadcaster, StreamDelivery {
     const missed: Post[] = [];
     for await (const page of this.store.subscribersOf(stream, this.pageSize)) {
       const targets = page.filter((s) => s.connectionId !== except);
-      await forEachConcurrently(targets, this.concurrency, async (sub) => {
-        const frame = render(sub);
-        if (frame === undefined) return;
-        const endpoint = sub.endpoint ?? (await this.endpointOf(sub.connectionId));
-        const post = { connectionId: sub.connectionId, frame, endpoint };
-        if ((await this.postOne(post, report)) === 'throttled') missed.push(post);
-      });
+      await this.postAll(targets, render, report, missed);
     }
     if (options.retry !== false) await this.retryLater(missed, report);
     this.count(report);
     return report;
+  }
+
+  /** First posts of a frame to each subscriber; the throttled ones are added to `missed`. */
+  private async postAll(
+    targets: readonly Subscription[],
+    render: (sub: Subscription) => string | undefined,
+    report: DeliveryReport,
+    missed: Post[],
+  ): Promise<void> {
+    await forEachConcurrently(targets, this.concurrency, async (sub) => {
+      const frame = render(sub);
+      if (frame === undefined) return;
+      const endpoint = sub.endpoint ?? (await this.endpointOf(sub.connectionId));
+      const post = { connectionId: sub.connectionId, frame, endpoint };
+      if ((await this.postOne(post, report)) === 'throttled') missed.push(post);
+    });
   }
 
   /**
@@ -229,15 +255,20 @@ export class Fanout implements Broadcaster, StreamDelivery {
    * What is still throttled after the last pass, or once the budget is spent, stays in
    * `report.failed`, and its connection is marked stuck for a while (no later passes).
    */
-  private async retryLater(missed: Post[], report: DeliveryReport): Promise<void> {
+  private async retryLater(
+    missed: Post[],
+    report: DeliveryReport,
+    passes = this.retryPasses,
+    budgetMs = this.retryBudgetMs,
+  ): Promise<void> {
     const now = this.gone.clock.now();
     for (const [id, until] of this.stuck) if (until <= now) this.stuck.delete(id);
     let pending = missed.filter((p) => !this.stuck.has(p.connectionId));
-    const deadline = now + this.retryBudgetMs;
-    for (let pass = 1; pass <= this.retryPasses && pending.length > 0; pass++) {
+    const deadline = now + budgetMs;
+    for (let pass = 1; pass <= passes && pending.length > 0; pass++) {
       const left = deadline - this.gone.clock.now();
       if (left <= 0) break;
-      const ceiling = Math.min(this.retryBackoffMs * 2 ** (pass - 1), left);
+      const ceiling = Math.min(this.retryBackoffMs * 2 ** (pass - 1), MAX_BACKOFF_MS, left);
       await new Promise((r) => setTimeout(r, Math.random() * ceiling));
       const retrying = new Set(pending.map((p) => p.connectionId));
       report.failed = report.failed.filter((f) => !retrying.has(f.connectionId));
@@ -265,9 +296,9 @@ export class Fanout implements Broadcaster, StreamDelivery {
       typeof cmd.payload === 'object' && cmd.payload !== null ? cmd.payload : {}
     ) as Record<string, unknown>;
     if (cmd.command === 'disconnect') {
-      await this.remoteDisconnect(payload);
+      await remoteDisconnect(this.remote(), payload);
     } else if (cmd.command === 'unsubscribe') {
-      await this.remoteUnsubscribe(payload);
+      await remoteUnsubscribe(this.remote(), payload);
     } else {
       this.logger.warn('unknown remote command', { command: cmd.command });
     }
@@ -310,73 +341,21 @@ export class Fanout implements Broadcaster, StreamDelivery {
     return 'gone';
   }
 
+  private remote(): RemoteCommandDeps {
+    const { store, api, logger, concurrency, pageSize } = this;
+    return { store, api, logger, concurrency, pageSize, postOne: (p, r) => this.postOne(p, r) };
+  }
+
   // Subscriptions stored without their connection's endpoint cost one read to find it.
   private async endpointOf(connectionId: string): Promise<string | undefined> {
     return (await this.store.getConnection(connectionId))?.endpoint;
-  }
-
-  private async remoteDisconnect(payload: Record<string, unknown>): Promise<void> {
-    // AnyCable's remote disconnect names the identity `identifier`; `identity` is accepted too.
-    const identity = payload.identity ?? payload.identifier;
-    const connectionId = payload.connectionId;
-    let targets: ConnectionRecord[];
-    if (typeof connectionId === 'string') {
-      const c = await this.store.getConnection(connectionId);
-      targets = c ? [c] : [];
-    } else if (typeof identity === 'string') {
-      targets = await this.store.connectionsOf(identity);
-    } else {
-      this.logger.warn('remote disconnect without identity or connectionId', { payload });
-      return;
-    }
-    const frame = disconnectFrame(
-      'remote',
-      typeof payload.reconnect === 'boolean' ? payload.reconnect : true,
-    );
-    const report = emptyReport();
-    await forEachConcurrently(targets, this.concurrency, async (c) => {
-      const post = { connectionId: c.connectionId, frame, endpoint: c.endpoint };
-      const result = await this.postOne(post, report);
-      if (result === 'gone') return;
-      try {
-        await this.api.close(c.connectionId, c.endpoint);
-      } catch (error) {
-        report.failed.push({ connectionId: c.connectionId, error, retried: 0 });
-      }
-    });
-    const target = String(connectionId ?? identity);
-    for (const f of report.failed) {
-      this.logger.error('remote disconnect: post failed', {
-        target,
-        connectionId: f.connectionId,
-        error: errorMessage(f.error),
-      });
-    }
-    this.logger.debug('remote disconnect', {
-      target,
-      sent: report.sent,
-      gone: report.gone.length,
-      failed: report.failed.length,
-    });
-  }
-
-  private async remoteUnsubscribe(payload: Record<string, unknown>): Promise<void> {
-    const stream = payload.stream;
-    if (typeof stream !== 'string' || !stream) {
-      this.logger.warn('remote unsubscribe without stream', { payload });
-      return;
-    }
-    const subs: Subscription[] = [];
-    for await (const page of this.store.subscribersOf(stream, this.pageSize)) subs.push(...page);
-    await forEachConcurrently(subs, this.concurrency, (s) =>
-      this.store.removeSubscription(s.connectionId, s.stream, s.identifier),
-    );
-    this.logger.info('remote unsubscribe', { stream, subscriptions: subs.length });
   }
 }
 
 /** Later passes over throttled posts, by default. */
 export const DEFAULT_RETRY_PASSES = 5;
+/** The longest wait before a later pass, in ms. */
+const MAX_BACKOFF_MS = 2000;
 /** The wait before the first later pass, in ms, by default. */
 export const DEFAULT_RETRY_BACKOFF_MS = 100;
 

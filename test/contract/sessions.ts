@@ -9,6 +9,7 @@ import {
   createConnectToken,
   defaultGatewayConfig,
   type SessionCache,
+  type SubscriberSlice,
   type Subscription,
 } from '../../lib/core';
 import { Session } from '../../lib/realtime/session';
@@ -90,6 +91,12 @@ class PausingStore implements ConnectionStore {
   }
   subscribersOf(stream: string, pageSize?: number) {
     return this.inner.subscribersOf(stream, pageSize);
+  }
+  readSlice(slice: SubscriberSlice, limit: number) {
+    return this.inner.readSlice(slice, limit);
+  }
+  spreadStream(stream: string, spread: number) {
+    return this.inner.spreadStream(stream, spread);
   }
   removeConnection(id: string) {
     return this.inner.removeConnection(id);

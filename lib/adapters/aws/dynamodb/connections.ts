@@ -11,7 +11,7 @@ import {
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { AwsResourceError } from '../../../kernel/errors.js';
+import { type AwsResourceError, ConfigError } from '../../../kernel/errors.js';
 import {
   checkKeyBytes,
   MAX_CONNECTION_ID_BYTES,
@@ -24,12 +24,19 @@ import type {
   ConnectionChange,
   ConnectionRecord,
   ConnectionStore,
+  SliceRead,
+  SubscriberSlice,
   Subscription,
 } from '../../../realtime/connections.js';
+import { isSpread, MAX_SPREAD, shardOf, subscriberSortKey } from '../../../realtime/spread.js';
 import { awsCall } from '../call.js';
+import { isSpreadItem, SpreadDirectory, spreadOfItem } from './spread.js';
 
-/** The GSI from stream to subscribed connections. */
-export const STREAM_INDEX = 'byStream';
+/**
+ * The GSI from a stream's shard to its subscribers: key (`fanKey` = `<stream>#<shard>`,
+ * `fanSort` = the subscriber's hash in hex), so that one shard's slice is one Query.
+ */
+export const STREAM_INDEX = 'byStreamShard';
 /** The GSI from identity to connections. */
 export const IDENTITY_INDEX = 'byIdentity';
 /**
@@ -51,6 +58,20 @@ export function connectionBucket(connectionId: string): string {
 /** API Gateway closes every connection after 2 h; items outlive that by a margin, then expire. */
 const ITEM_TTL_SECONDS = 3 * 3600;
 
+/** Options of {@link DynamoConnectionStore}. */
+export interface DynamoConnectionStoreOptions {
+  readonly client: DynamoDBClient;
+  /** The `connections` table. */
+  readonly tableName: string;
+  /**
+   * How long (ms) a stream's spread, once read, is used for new subscriptions before it is read
+   * again. A stale spread is safe (it is never larger than the stored one) but keeps putting
+   * new subscriptions on fewer shards.
+   * @default 10000
+   */
+  readonly spreadCacheMs?: number;
+}
+
 /**
  * Connections in the `connections` table: `pk` = `c#<id>`, `sk` = `c` for the
  * connection, `s#<stream>#<identifier>` for each subscription; the `byStream` index lists
@@ -58,7 +79,16 @@ const ITEM_TTL_SECONDS = 3 * 3600;
  * `byBucket` both kinds of item by their `since` (ms stored or changed).
  */
 export class DynamoConnectionStore implements ConnectionStore {
-  constructor(private readonly options: { client: DynamoDBClient; tableName: string }) {}
+  private readonly spreads: SpreadDirectory;
+
+  constructor(private readonly options: DynamoConnectionStoreOptions) {
+    this.spreads = new SpreadDirectory({
+      client: options.client,
+      tableName: options.tableName,
+      cacheMs: options.spreadCacheMs ?? 10_000,
+      itemTtlSeconds: ITEM_TTL_SECONDS,
+    });
+  }
 
   /** Throws {@link LimitExceededError} for a connection id or identity over its limit. */
   async putConnection(c: ConnectionRecord): Promise<void> {
@@ -127,6 +157,19 @@ export class DynamoConnectionStore implements ConnectionStore {
     checkKeyBytes('connection id', s.connectionId, MAX_CONNECTION_ID_BYTES);
     checkKeyBytes('stream name', s.stream, MAX_STREAM_BYTES);
     checkKeyBytes('identifier', s.identifier, MAX_IDENTIFIER_BYTES);
+    const spread = await this.spreads.spreadOf(s.stream);
+    try {
+      return await this.putSubscription(s, spread);
+    } catch (error) {
+      // The stream's shard is hot (its index partition throttles the write, after the SDK's
+      // retries): new subscriptions go over twice as many shards from now on.
+      if (!isThrottle(error) || spread * 2 > MAX_SPREAD_WRITE) throw error;
+      const wider = await this.spreads.raise(s.stream, spread * 2);
+      return this.putSubscription(s, wider);
+    }
+  }
+
+  private async putSubscription(s: Subscription, spread: number): Promise<boolean> {
     const item = marshall(
       {
         pk: `c#${s.connectionId}`,
@@ -137,6 +180,8 @@ export class DynamoConnectionStore implements ConnectionStore {
         whisper: s.whisper ?? false,
         // Fan-out posts with it, without reading the connection item.
         endpoint: s.endpoint,
+        fanKey: fanKey(s.stream, shardOf(s.connectionId, spread)),
+        fanSort: subscriberSortKey(s.connectionId),
         bucket: connectionBucket(s.connectionId),
         since: Date.now(),
         expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
@@ -224,15 +269,71 @@ export class DynamoConnectionStore implements ConnectionStore {
 
   async *subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
     if (utf8Bytes(stream) > MAX_STREAM_BYTES) return;
+    let spread = 1;
+    for (let shard = 0; shard < spread; shard++) {
+      for await (const items of this.query(stream, {
+        IndexName: STREAM_INDEX,
+        KeyConditionExpression: 'fanKey = :k',
+        ExpressionAttributeValues: { ':k': { S: fanKey(stream, shard) } },
+        Limit: pageSize,
+      })) {
+        const subs: Subscription[] = [];
+        for (const item of items) {
+          if (isSpreadItem(item)) spread = spreadOfItem(item);
+          else subs.push(toSubscription(item));
+        }
+        if (subs.length > 0) yield subs;
+      }
+    }
+  }
+
+  async readSlice(slice: SubscriberSlice, limit: number): Promise<SliceRead> {
+    const { stream, shard, prefix } = slice;
+    if (utf8Bytes(stream) > MAX_STREAM_BYTES) {
+      return {
+        subscribers: [],
+        truncated: false,
+        ...(shard === 0 && !prefix ? { spread: 1 } : {}),
+      };
+    }
+    const whole = shard === 0 && prefix === '';
+    let spread = 1;
+    const subscribers: Subscription[] = [];
+    let truncated = false;
+    // One more than asked tells whether the slice holds more; shard 0's spread item sorts first.
+    const wanted = Math.min(limit + 1 + (whole ? 1 : 0), MAX_QUERY_LIMIT);
     for await (const items of this.query(stream, {
       IndexName: STREAM_INDEX,
-      KeyConditionExpression: '#stream = :s',
-      ExpressionAttributeNames: { '#stream': 'stream' },
-      ExpressionAttributeValues: { ':s': { S: stream } },
-      Limit: pageSize,
+      KeyConditionExpression: prefix ? 'fanKey = :k AND begins_with(fanSort, :p)' : 'fanKey = :k',
+      ExpressionAttributeValues: {
+        ':k': { S: fanKey(stream, shard) },
+        ...(prefix ? { ':p': { S: prefix } } : {}),
+      },
+      Limit: Number.isFinite(wanted) ? wanted : undefined,
     })) {
-      if (items.length > 0) yield items.map(toSubscription);
+      for (const item of items) {
+        if (isSpreadItem(item)) {
+          spread = spreadOfItem(item);
+        } else if (subscribers.length < limit) {
+          subscribers.push(toSubscription(item));
+        } else {
+          truncated = true;
+        }
+      }
+      if (truncated) break;
     }
+    return { subscribers, truncated, ...(whole ? { spread } : {}) };
+  }
+
+  async spreadStream(stream: string, spread: number): Promise<number> {
+    if (!isSpread(spread)) {
+      throw new ConfigError(
+        `a stream's spread is a power of two from 1 to ${MAX_SPREAD_WRITE}, got: ${spread}`,
+        { variable: 'spread' },
+      );
+    }
+    checkKeyBytes('stream name', stream, MAX_STREAM_BYTES);
+    return this.spreads.raise(stream, spread);
   }
 
   async removeConnection(connectionId: string): Promise<Subscription[]> {
@@ -315,6 +416,26 @@ export class DynamoConnectionStore implements ConnectionStore {
   private call<T>(operation: string, id: string, fn: () => Promise<T>): Promise<T> {
     return awsCall(operation, this.options.tableName, [id], fn);
   }
+}
+
+/** The `byStreamShard` partition key of a stream's shard. */
+export function fanKey(stream: string, shard: number): string {
+  return `${stream}#${shard}`;
+}
+
+/** Pages of a Query hold at most this many items (`Limit`); more are read page by page. */
+const MAX_QUERY_LIMIT = 1000;
+/** The widest spread a writer raises to: `spread.ts`'s limit. */
+const MAX_SPREAD_WRITE = MAX_SPREAD;
+
+/** Whether a failed call was throttled by DynamoDB (after the SDK's own retries). */
+function isThrottle(error: unknown): boolean {
+  const name = ((error as AwsResourceError).cause as { name?: string } | undefined)?.name;
+  return (
+    name === 'ThrottlingException' ||
+    name === 'ProvisionedThroughputExceededException' ||
+    name === 'RequestLimitExceeded'
+  );
 }
 
 function subscriptionKey(stream: string, identifier: string): string {
