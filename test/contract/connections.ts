@@ -1,10 +1,12 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import type {
-  ConnectionChange,
-  ConnectionRecord,
-  ConnectionStore,
-  Subscription,
+import {
+  ConfigError,
+  type ConnectionChange,
+  type ConnectionRecord,
+  type ConnectionStore,
+  type Subscription,
 } from '../../lib/core';
+import { shardOf, subscriberSortKey } from '../../lib/realtime/spread';
 
 let n = 0;
 const id = (label: string) => `${label}-${process.pid}-${Date.now()}-${++n}`;
@@ -139,6 +141,91 @@ export function connectionStoreContract(
           .map((s) => s.connectionId)
           .sort(),
       ).toEqual([...ids].sort());
+    });
+
+    it("slices a stream's subscribers by hash prefix: each in exactly one slice, in hash order", async () => {
+      const stream = id('sliced');
+      const ids = Array.from({ length: 40 }, (_, i) => id(`s${i}`));
+      await Promise.all(
+        ids.map((c) => store.addSubscription({ connectionId: c, stream, identifier: 'i' })),
+      );
+      const whole = await store.readSlice({ stream, shard: 0, prefix: '' }, 100);
+      expect(whole.spread).toBe(1);
+      expect(whole.truncated).toBe(false);
+      const order = whole.subscribers.map((s) => subscriberSortKey(s.connectionId));
+      expect(order).toEqual([...order].sort());
+      expect(whole.subscribers.map((s) => s.connectionId).sort()).toEqual([...ids].sort());
+      const bySlice = await Promise.all(
+        Array.from({ length: 16 }, (_, d) =>
+          store.readSlice({ stream, shard: 0, prefix: d.toString(16) }, 100),
+        ),
+      );
+      for (const [d, read] of bySlice.entries()) {
+        expect(read.spread).toBeUndefined();
+        for (const s of read.subscribers) {
+          expect(subscriberSortKey(s.connectionId).startsWith(d.toString(16))).toBe(true);
+        }
+      }
+      expect(
+        bySlice
+          .flatMap((r) => r.subscribers)
+          .map((s) => s.connectionId)
+          .sort(),
+      ).toEqual([...ids].sort());
+      expect(await store.readSlice({ stream, shard: 1, prefix: '' }, 100)).toEqual({
+        subscribers: [],
+        truncated: false,
+      });
+    });
+
+    it('says when a slice holds more subscribers than were asked for', async () => {
+      const stream = id('truncated');
+      const ids = Array.from({ length: 12 }, (_, i) => id(`t${i}`));
+      await Promise.all(
+        ids.map((c) => store.addSubscription({ connectionId: c, stream, identifier: 'i' })),
+      );
+      const read = await store.readSlice({ stream, shard: 0, prefix: '' }, 10);
+      expect(read.subscribers).toHaveLength(10);
+      expect(read.truncated).toBe(true);
+      expect(read.spread).toBe(1);
+      const exact = await store.readSlice({ stream, shard: 0, prefix: '' }, 12);
+      expect(exact.truncated).toBe(false);
+    });
+
+    it('spreads new subscriptions over more shards, never fewer; earlier ones stay and are still read', async () => {
+      const stream = id('spread');
+      const before = Array.from({ length: 20 }, (_, i) => id(`b${i}`));
+      for (const c of before)
+        await store.addSubscription({ connectionId: c, stream, identifier: 'i' });
+      expect(await store.spreadStream(stream, 4)).toBe(4);
+      expect(await store.spreadStream(stream, 2)).toBe(4);
+      await expect(store.spreadStream(stream, 3)).rejects.toThrow(ConfigError);
+      const after = Array.from({ length: 40 }, (_, i) => id(`a${i}`));
+      for (const c of after)
+        await store.addSubscription({ connectionId: c, stream, identifier: 'i' });
+      const shards = await Promise.all(
+        [0, 1, 2, 3].map((shard) => store.readSlice({ stream, shard, prefix: '' }, 1000)),
+      );
+      expect(shards[0]!.spread).toBe(4);
+      for (const [shard, read] of shards.entries()) {
+        for (const s of read.subscribers) {
+          if (after.includes(s.connectionId)) expect(shardOf(s.connectionId, 4)).toBe(shard);
+          else expect(shard).toBe(0);
+        }
+      }
+      const all = [...before, ...after].sort();
+      expect(
+        shards
+          .flatMap((r) => r.subscribers)
+          .map((s) => s.connectionId)
+          .sort(),
+      ).toEqual(all);
+      expect(
+        (await collect(store.subscribersOf(stream, 7)))
+          .flat()
+          .map((s) => s.connectionId)
+          .sort(),
+      ).toEqual(all);
     });
 
     it('removes one subscription and ignores unknown ones', async () => {

@@ -31,7 +31,7 @@ describe('IAM sufficiency check', () => {
     }),
     call('broadcast', 'DynamoDBClient', 'Query', {
       TableName: 'lambdacable-local-connections',
-      IndexName: 'byStream',
+      IndexName: 'byStreamShard',
     }),
     call('outboxRelay', 'SQSClient', 'SendMessageBatch', {
       QueueUrl: 'http://127.0.0.1:9324/000000000000/lambdacable-local-broadcast.fifo',
@@ -63,7 +63,9 @@ describe('IAM sufficiency check', () => {
       'dynamodb:Query',
       'sqs:SendMessage',
     ]);
-    expect(requests[4]!.resource).toMatch(/table\/lambdacable-local-connections\/index\/byStream$/);
+    expect(requests[4]!.resource).toMatch(
+      /table\/lambdacable-local-connections\/index\/byStreamShard$/,
+    );
   });
 
   it('allows these calls and what the platform does with the roles of the real template', async () => {
@@ -88,7 +90,7 @@ describe('IAM sufficiency check', () => {
   it('refuses an index the role does not name, and a stream scoped ListStreams', async () => {
     const broken = copy();
     for (const s of statementsOf(broken, 'BroadcastRole')) {
-      if (JSON.stringify(s.Resource).includes('byStream')) s.Resource = [];
+      if (JSON.stringify(s.Resource).includes('byStreamShard')) s.Resource = [];
     }
     for (const s of statementsOf(broken, 'OutboxRelayRole')) {
       if (s.Resource === '*') s.Resource = [{ 'Fn::GetAtt': ['OutboxTable', 'StreamArn'] }];

@@ -35,7 +35,7 @@ describe('serverless package (osls + serverless-esbuild)', () => {
 
   it('runs every function on nodejs24.x (Node.js 20 functions can no longer be created)', () => {
     const functions = ofType('AWS::Lambda::Function');
-    expect(functions.length).toBe(7);
+    expect(functions.length).toBe(8);
     for (const [, fn] of functions) {
       expect(fn.Properties.Runtime).toBe('nodejs24.x');
       expect(fn.Properties.Handler).toMatch(/^functions\/[a-z-]+\.handler$/);

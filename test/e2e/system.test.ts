@@ -409,7 +409,7 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
     'an unsubscribe frame marks the connection changed for the pinger',
   'broadcast dynamodb:UpdateItem table/lambdacable-local-connections':
     'the remote unsubscribe command marks the connections changed for the pinger',
-  'wsDefault dynamodb:Query table/lambdacable-local-connections/index/byStream':
+  'wsDefault dynamodb:Query table/lambdacable-local-connections/index/byStreamShard':
     'a whisper reaches the other subscribers',
   'pinger dynamodb:GetItem table/lambdacable-local-connections':
     'a ping answered 410 disconnects the connection',

@@ -757,6 +757,9 @@ describe('configFromEnv', () => {
       LAMBDACABLE_MAX_FRAME_BYTES: '1024',
       LAMBDACABLE_POST_RETRY_PASSES: '0',
       LAMBDACABLE_POST_RETRY_BACKOFF_MS: '25',
+      LAMBDACABLE_FANOUT_TASK_SIZE: '200',
+      LAMBDACABLE_FANOUT_RETRY_BUDGET_MS: '0',
+      LAMBDACABLE_STREAM_SHARD_TARGET: '',
       LAMBDACABLE_HISTORY_LIMIT: '10',
       LAMBDACABLE_HISTORY_TTL: '60',
       LAMBDACABLE_SESSIONS_TTL: '120',
@@ -773,6 +776,9 @@ describe('configFromEnv', () => {
       maxFrameBytes: 1024,
       postRetryPasses: 0,
       postRetryBackoffMs: 25,
+      fanoutTaskSize: 200,
+      fanoutRetryBudgetMs: 0,
+      streamShardTarget: 10_000,
       broker: { historyLimit: 10, historyTtl: 60, sessionsTtl: 120 },
     });
   });
@@ -785,6 +791,9 @@ describe('configFromEnv', () => {
     ['LAMBDACABLE_MAX_FRAME_BYTES', '1.5'],
     ['LAMBDACABLE_POST_RETRY_PASSES', '-1'],
     ['LAMBDACABLE_POST_RETRY_BACKOFF_MS', '0.5'],
+    ['LAMBDACABLE_FANOUT_TASK_SIZE', '0'],
+    ['LAMBDACABLE_FANOUT_RETRY_BUDGET_MS', 'long'],
+    ['LAMBDACABLE_STREAM_SHARD_TARGET', '2.5'],
     ['LAMBDACABLE_HISTORY_LIMIT', '-1'],
   ])('throws a ConfigError naming %s=%s', (variable, value) => {
     const error = (() => {

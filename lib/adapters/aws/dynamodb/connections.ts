@@ -11,7 +11,7 @@ import {
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { type AwsResourceError, ConfigError } from '../../../kernel/errors.js';
+import type { AwsResourceError } from '../../../kernel/errors.js';
 import {
   checkKeyBytes,
   MAX_CONNECTION_ID_BYTES,
@@ -28,9 +28,8 @@ import type {
   SubscriberSlice,
   Subscription,
 } from '../../../realtime/connections.js';
-import { isSpread, MAX_SPREAD, shardOf, subscriberSortKey } from '../../../realtime/spread.js';
 import { awsCall } from '../call.js';
-import { isSpreadItem, SpreadDirectory, spreadOfItem } from './spread.js';
+import { StreamShards } from './stream-shards.js';
 
 /**
  * The GSI from a stream's shard to its subscribers: key (`fanKey` = `<stream>#<shard>`,
@@ -79,12 +78,14 @@ export interface DynamoConnectionStoreOptions {
  * `byBucket` both kinds of item by their `since` (ms stored or changed).
  */
 export class DynamoConnectionStore implements ConnectionStore {
-  private readonly spreads: SpreadDirectory;
+  private readonly shards: StreamShards;
 
   constructor(private readonly options: DynamoConnectionStoreOptions) {
-    this.spreads = new SpreadDirectory({
+    this.shards = new StreamShards({
       client: options.client,
       tableName: options.tableName,
+      index: STREAM_INDEX,
+      toSubscription,
       cacheMs: options.spreadCacheMs ?? 10_000,
       itemTtlSeconds: ITEM_TTL_SECONDS,
     });
@@ -157,19 +158,13 @@ export class DynamoConnectionStore implements ConnectionStore {
     checkKeyBytes('connection id', s.connectionId, MAX_CONNECTION_ID_BYTES);
     checkKeyBytes('stream name', s.stream, MAX_STREAM_BYTES);
     checkKeyBytes('identifier', s.identifier, MAX_IDENTIFIER_BYTES);
-    const spread = await this.spreads.spreadOf(s.stream);
-    try {
-      return await this.putSubscription(s, spread);
-    } catch (error) {
-      // The stream's shard is hot (its index partition throttles the write, after the SDK's
-      // retries): new subscriptions go over twice as many shards from now on.
-      if (!isThrottle(error) || spread * 2 > MAX_SPREAD_WRITE) throw error;
-      const wider = await this.spreads.raise(s.stream, spread * 2);
-      return this.putSubscription(s, wider);
-    }
+    return this.shards.place(s.stream, s.connectionId, (keys) => this.putSubscription(s, keys));
   }
 
-  private async putSubscription(s: Subscription, spread: number): Promise<boolean> {
+  private async putSubscription(
+    s: Subscription,
+    keys: { fanKey: string; fanSort: string },
+  ): Promise<boolean> {
     const item = marshall(
       {
         pk: `c#${s.connectionId}`,
@@ -180,8 +175,7 @@ export class DynamoConnectionStore implements ConnectionStore {
         whisper: s.whisper ?? false,
         // Fan-out posts with it, without reading the connection item.
         endpoint: s.endpoint,
-        fanKey: fanKey(s.stream, shardOf(s.connectionId, spread)),
-        fanSort: subscriberSortKey(s.connectionId),
+        ...keys,
         bucket: connectionBucket(s.connectionId),
         since: Date.now(),
         expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
@@ -267,73 +261,16 @@ export class DynamoConnectionStore implements ConnectionStore {
     return out;
   }
 
-  async *subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
-    if (utf8Bytes(stream) > MAX_STREAM_BYTES) return;
-    let spread = 1;
-    for (let shard = 0; shard < spread; shard++) {
-      for await (const items of this.query(stream, {
-        IndexName: STREAM_INDEX,
-        KeyConditionExpression: 'fanKey = :k',
-        ExpressionAttributeValues: { ':k': { S: fanKey(stream, shard) } },
-        Limit: pageSize,
-      })) {
-        const subs: Subscription[] = [];
-        for (const item of items) {
-          if (isSpreadItem(item)) spread = spreadOfItem(item);
-          else subs.push(toSubscription(item));
-        }
-        if (subs.length > 0) yield subs;
-      }
-    }
+  subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
+    return this.shards.subscribersOf(stream, pageSize);
   }
 
-  async readSlice(slice: SubscriberSlice, limit: number): Promise<SliceRead> {
-    const { stream, shard, prefix } = slice;
-    if (utf8Bytes(stream) > MAX_STREAM_BYTES) {
-      return {
-        subscribers: [],
-        truncated: false,
-        ...(shard === 0 && !prefix ? { spread: 1 } : {}),
-      };
-    }
-    const whole = shard === 0 && prefix === '';
-    let spread = 1;
-    const subscribers: Subscription[] = [];
-    let truncated = false;
-    // One more than asked tells whether the slice holds more; shard 0's spread item sorts first.
-    const wanted = Math.min(limit + 1 + (whole ? 1 : 0), MAX_QUERY_LIMIT);
-    for await (const items of this.query(stream, {
-      IndexName: STREAM_INDEX,
-      KeyConditionExpression: prefix ? 'fanKey = :k AND begins_with(fanSort, :p)' : 'fanKey = :k',
-      ExpressionAttributeValues: {
-        ':k': { S: fanKey(stream, shard) },
-        ...(prefix ? { ':p': { S: prefix } } : {}),
-      },
-      Limit: Number.isFinite(wanted) ? wanted : undefined,
-    })) {
-      for (const item of items) {
-        if (isSpreadItem(item)) {
-          spread = spreadOfItem(item);
-        } else if (subscribers.length < limit) {
-          subscribers.push(toSubscription(item));
-        } else {
-          truncated = true;
-        }
-      }
-      if (truncated) break;
-    }
-    return { subscribers, truncated, ...(whole ? { spread } : {}) };
+  readSlice(slice: SubscriberSlice, limit: number): Promise<SliceRead> {
+    return this.shards.readSlice(slice, limit);
   }
 
-  async spreadStream(stream: string, spread: number): Promise<number> {
-    if (!isSpread(spread)) {
-      throw new ConfigError(
-        `a stream's spread is a power of two from 1 to ${MAX_SPREAD_WRITE}, got: ${spread}`,
-        { variable: 'spread' },
-      );
-    }
-    checkKeyBytes('stream name', stream, MAX_STREAM_BYTES);
-    return this.spreads.raise(stream, spread);
+  spreadStream(stream: string, spread: number): Promise<number> {
+    return this.shards.spreadStream(stream, spread);
   }
 
   async removeConnection(connectionId: string): Promise<Subscription[]> {
@@ -416,26 +353,6 @@ export class DynamoConnectionStore implements ConnectionStore {
   private call<T>(operation: string, id: string, fn: () => Promise<T>): Promise<T> {
     return awsCall(operation, this.options.tableName, [id], fn);
   }
-}
-
-/** The `byStreamShard` partition key of a stream's shard. */
-export function fanKey(stream: string, shard: number): string {
-  return `${stream}#${shard}`;
-}
-
-/** Pages of a Query hold at most this many items (`Limit`); more are read page by page. */
-const MAX_QUERY_LIMIT = 1000;
-/** The widest spread a writer raises to: `spread.ts`'s limit. */
-const MAX_SPREAD_WRITE = MAX_SPREAD;
-
-/** Whether a failed call was throttled by DynamoDB (after the SDK's own retries). */
-function isThrottle(error: unknown): boolean {
-  const name = ((error as AwsResourceError).cause as { name?: string } | undefined)?.name;
-  return (
-    name === 'ThrottlingException' ||
-    name === 'ProvisionedThroughputExceededException' ||
-    name === 'RequestLimitExceeded'
-  );
 }
 
 function subscriptionKey(stream: string, identifier: string): string {
