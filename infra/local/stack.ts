@@ -49,6 +49,13 @@ export interface LocalStackOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Where serverless-offline's output goes. @default inherited (printed) */
   readonly output?: 'inherit' | 'quiet';
+  /** Also hands serverless-offline's output (the functions' logs) here, chunk by chunk. */
+  readonly onOutput?: (text: string) => void;
+  /**
+   * The management API the functions post to, instead of serverless-offline's own: a stand-in
+   * that answers as API Gateway does (the scale bench's). @default serverless-offline's
+   */
+  readonly managementEndpoint?: string;
   /**
    * Rebuilds and reloads the functions when a source file changes (off in tests, so an
    * edit during a run cannot restart a function under test). @default true
@@ -420,7 +427,8 @@ async function startOfflineOn(
     };
     const env: Record<string, string> = {
       ...base,
-      LAMBDACABLE_MANAGEMENT_ENDPOINT: `http://${LOCAL_HOST}:${ports.ws}`,
+      LAMBDACABLE_MANAGEMENT_ENDPOINT:
+        options.managementEndpoint ?? `http://${LOCAL_HOST}:${ports.ws}`,
       LAMBDACABLE_LAMBDA_ENDPOINT: `http://${LOCAL_HOST}:${ports.lambda}`,
       LAMBDACABLE_WS_PORT: String(ports.ws),
       LAMBDACABLE_HTTP_PORT: String(ports.http),
@@ -535,6 +543,7 @@ async function startOffline(
   const onData = (chunk: Buffer) => {
     const text = chunk.toString();
     output = (output + text).slice(-16_000);
+    options.onOutput?.(text);
     // Once told to halt, it only reports the invocations it abandons: expected, not news.
     if (!quiet && !halting.has(child)) process.stdout.write(text);
   };

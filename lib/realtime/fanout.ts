@@ -155,7 +155,10 @@ export class Fanout implements Broadcaster, StreamDelivery {
   async broadcast(msg: StreamMessage): Promise<void> {
     if (this.tree) {
       const report = await this.tree.run({ message: msg });
-      this.logger.debug('broadcast', { target: msg.stream, ...report });
+      // A delivery by tasks is worth a line: how many invocations, the most posts of one.
+      if (report.invocations > 1)
+        this.logger.info('fan-out tasks', { target: msg.stream, ...report });
+      else this.logger.debug('broadcast', { target: msg.stream, ...report });
       return;
     }
     const report = await this.deliver(msg.stream, (sub) => broadcastFrame(sub.identifier, msg));
