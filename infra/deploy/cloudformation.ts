@@ -122,16 +122,17 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   deliver: [
     {
       table: 'connections',
-      actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE],
+      actions: [GET, QUERY, BATCH_WRITE],
       queries: [STREAM_INDEX],
     },
     { table: 'sessions', actions: [UPDATE] },
     { manageConnections: true },
     { invoke: ['deliver'] },
   ],
-  // Stores the connection and, on a restore, its subscriptions and session.
+  // Stores the connection and, on a restore, its subscriptions (placed by their stream's
+  // spread, which a throttled write widens) and session.
   wsConnect: [
-    { table: 'connections', actions: [PUT] },
+    { table: 'connections', actions: [GET, PUT, UPDATE] },
     { table: 'sessions', actions: [GET, PUT] },
   ],
   wsDisconnect: DISCONNECT,

@@ -16,6 +16,7 @@ import {
 } from '../../infra/local/stack';
 import type { RecordedCall } from '../../lib/adapters/aws/call-log';
 import { createConnectToken, signStreamName } from '../../lib/core';
+import { subscriberSortKey } from '../../lib/realtime/spread';
 import { anycableClients, collect, type Received, until } from '../helpers/cable';
 import {
   evaluateRoles,
@@ -59,7 +60,9 @@ beforeAll(async () => {
       picked.push(port);
       return port;
     },
-    env: { ...secrets, LAMBDACABLE_AWS_CALL_LOG: callLog },
+    // A task of one subscriber: every broadcast to two or more goes through deliver tasks, so
+    // the suite runs the large-audience path (the capacity test runs the inline one).
+    env: { ...secrets, LAMBDACABLE_AWS_CALL_LOG: callLog, LAMBDACABLE_FANOUT_TASK_SIZE: '1' },
     output: 'quiet',
     watch: false,
   });
@@ -327,6 +330,9 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
           connectionId: { S: ghost },
           stream: { S: stream },
           identifier: { S: 'ghost' },
+          // In shard 0 of the stream, at its hash: where a subscribe stores it.
+          fanKey: { S: `${stream}#0` },
+          fanSort: { S: subscriberSortKey(ghost) },
         },
       }),
     );
@@ -420,7 +426,17 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
   'pinger dynamodb:UpdateItem table/lambdacable-local-sessions':
     'a ping answered 410 finishes the session',
   'broadcast dynamodb:UpdateItem table/lambdacable-local-sessions':
-    'a broadcast answered 410 finishes the session',
+    'a broadcast delivered inline (a stream within one task; here every task is one subscriber) answered 410 finishes the session',
+  // Here every stream of two or more subscribers is delivered by tasks (a task of one), so the
+  // broadcast consumer meets a 410 only when a one-subscriber stream's client has just gone.
+  'broadcast dynamodb:GetItem table/lambdacable-local-connections':
+    'a broadcast delivered inline answered 410: the connection read (the ghost test, by tasks here)',
+  'broadcast dynamodb:Query table/lambdacable-local-connections':
+    'a broadcast delivered inline answered 410: its subscriptions read to remove them',
+  'broadcast dynamodb:BatchWriteItem table/lambdacable-local-connections':
+    'a broadcast delivered inline answered 410: the connection removed',
+  'wsConnect dynamodb:UpdateItem table/lambdacable-local-connections':
+    'a restored subscription whose write meets a hot shard spreads the stream (test/integration/stream-spread.test.ts)',
   'wsDefault dynamodb:BatchWriteItem table/lambdacable-local-connections':
     'a whisper answered 410 disconnects the connection',
   'wsDefault dynamodb:UpdateItem table/lambdacable-local-sessions':
