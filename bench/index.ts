@@ -7,6 +7,8 @@ import { benchKeepalive } from './keepalive';
 import { benchCrowds, benchPathLatency } from './local-stack';
 import { benchPostCpu } from './post-cpu';
 import { benchRelay } from './relay';
+import { fanoutFigures, fanoutInputs, fanoutModel, localFigures } from './scale';
+import { runLocalScale } from './scale-local';
 import { BENCH_SECRETS, sleep, startBenchStack } from './stack';
 import { print, printFigures } from './util';
 
@@ -25,6 +27,7 @@ const SECTIONS = [
   'connect-cost',
   'crowds',
   'fanout-latency',
+  'scale',
 ] as const;
 type Section = (typeof SECTIONS)[number];
 const STACK_SECTIONS: readonly Section[] = [
@@ -59,7 +62,8 @@ if (runs('keepalive')) {
   );
 }
 // The fan-out-latency section models its floor on the CPU per post measured here.
-const postCpu = runs('post-cpu') || runs('fanout-latency') ? await benchPostCpu() : undefined;
+const postCpu =
+  runs('post-cpu') || runs('fanout-latency') || runs('scale') ? await benchPostCpu() : undefined;
 if (postCpu && runs('post-cpu')) {
   printFigures(
     "PostToConnection: the caller's CPU per post (the broadcast function's, per subscriber)",
@@ -113,5 +117,39 @@ if (STACK_SECTIONS.some(runs)) {
     }
   } finally {
     await bench.stop();
+  }
+}
+
+if (postCpu && runs('scale')) {
+  // The model at each size, from the CPU per post measured above; then a real run of the
+  // functions on the emulators (a stack of its own, after the shared one stopped).
+  const inputs = fanoutInputs(postCpu.microsPerPost);
+  const fanout = await fanoutModel(inputs);
+  printFigures(
+    'Scale: one broadcast by fan-out tasks (modelled at AWS sizes)',
+    fanoutFigures(inputs, fanout),
+  );
+  const local = await runLocalScale({ subscribers: 10_000, frames: 3, ratePerSecond: 2_000 });
+  printFigures(
+    'Scale: 10,000 stand-in subscribers through the functions on the emulators, posts throttled',
+    localFigures(local),
+  );
+  if (process.argv.includes('--json')) {
+    const { subscribers, lastPostMs, invocations, maxPostsPerInvocation, everyFrameOnceInOrder } =
+      local;
+    console.log(
+      JSON.stringify({
+        fanout,
+        local: {
+          subscribers,
+          lastPostMs,
+          invocations,
+          maxPostsPerInvocation,
+          everyFrameOnceInOrder,
+          throttledPosts: local.throttledPosts,
+          lostFrames: local.lostFrames,
+        },
+      }),
+    );
   }
 }
