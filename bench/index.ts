@@ -129,7 +129,7 @@ if (postCpu && runs('scale')) {
     'Scale: one broadcast by fan-out tasks (modelled at AWS sizes)',
     fanoutFigures(inputs, fanout),
   );
-  const local = await runLocalScale({ subscribers: 10_000, frames: 3, ratePerSecond: 2_000 });
+  const local = await runLocalScale({ subscribers: 10_000, frames: 4, ratePerSecond: 2_000 });
   printFigures(
     'Scale: 10,000 stand-in subscribers through the functions on the emulators, posts throttled',
     localFigures(local),

@@ -186,7 +186,9 @@ export function localFigures(local: LocalScaleResult): Figure[] {
       value: `${local.lastPostMs} ms`,
       reference: `${Math.round((local.subscribers / local.ratePerSecond) * 1000)} ms at the stand-in's ${local.ratePerSecond}/s`,
       ratio: `${(local.lastPostMs / ((local.subscribers / local.ratePerSecond) * 1000)).toFixed(2)}x`,
-      extra: `${local.invocations} invocations (depth ${local.depth}), at most ${local.maxPostsPerInvocation} posts each; 2 cores, cold instances included`,
+      extra:
+        `warm; the first frame (cold instances) ${local.coldLastPostMs} ms; ${local.invocations} ` +
+        `invocations (depth ${local.depth}), at most ${local.maxPostsPerInvocation} posts each; 2 cores`,
     },
     {
       name: `local: ${local.frames} frames to every subscriber`,
