@@ -155,7 +155,7 @@ function dynamodbUnits(
         rru += 1;
         break;
       case 'Query':
-        rru += c.input.IndexName === 'byStream' ? queryUnits : 0.5;
+        rru += c.input.IndexName === 'byStreamShard' ? queryUnits : 0.5;
         break;
       case 'TransactWriteItems':
         wru += 2 * items;
@@ -418,7 +418,7 @@ function report(
     value: `${fixed(query.queryUnits, 1)} RRU`,
     reference: `${query.queryPages} pages`,
     ratio: '-',
-    extra: 'ReturnConsumedCapacity from DynamoDB Local, used for each byStream Query above',
+    extra: 'ReturnConsumedCapacity from DynamoDB Local, used for each byStreamShard Query above',
   });
   return { requests, cost };
 }

@@ -51,7 +51,7 @@ function sizeOf(items: readonly Record<string, AttributeValue>[]): number {
  * Read units one broadcast costs to find its subscribers, on one DynamoDB Local:
  * `CONNECTIONS` connections over `STREAMS` streams, written with our adapter
  * (`putConnection`, `addSubscription`) into the connections table of `infra/deploy/definitions.ts`;
- * our fan-out is one `byStream` Query of the stream's subscribers. The reference is the AWS
+ * our fan-out is one `byStreamShard` Query of the stream's subscribers. The reference is the AWS
  * sample chat app (aws-samples/simple-websockets-chat-app), which Scans its whole
  * connections table (items of `connectionId` only) for every message.
  */
@@ -146,7 +146,7 @@ export async function benchFanoutReads(): Promise<Figure[]> {
         extra: source,
       },
       {
-        name: '  byStream Query of one stream (ours)',
+        name: '  byStreamShard Query of one stream (ours)',
         value: `${subscribers} items`,
         reference: `${ours.pages} pages`,
         ratio: '-',

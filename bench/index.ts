@@ -72,7 +72,7 @@ if (postCpu && runs('post-cpu')) {
 }
 if (runs('fanout-reads')) {
   printFigures(
-    'Fan-out reads: our byStream Query vs the AWS sample chat app Scan (DynamoDB Local)',
+    'Fan-out reads: our byStreamShard Query vs the AWS sample chat app Scan (DynamoDB Local)',
     await benchFanoutReads(),
   );
 }
