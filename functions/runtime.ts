@@ -9,6 +9,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { queueUrlVariable, tableVariable } from '../infra/deploy/cloudformation';
 import {
@@ -20,8 +21,10 @@ import {
   ApiGatewayConnectionApi,
   DynamoBroker,
   DynamoConnectionStore,
+  DynamoPingerLayoutStore,
   DynamoSchemaRegistry,
   DynamoSessionCache,
+  LambdaPingerInvoker,
   OutboxProducer,
   OutboxRelay,
   recordAwsCalls,
@@ -31,12 +34,14 @@ import {
   BROADCAST_TOPIC,
   type Broadcaster,
   ConfigError,
+  cachedBuckets,
   composeDelivery,
   composeRealtime,
   configFromEnv,
   type Delivery,
   type Gateway,
   type GatewayConfig,
+  PingerRuns,
   type Realtime,
   type SessionCache,
 } from '../lib/core';
@@ -137,12 +142,26 @@ export function metrics(): Metrics {
   );
 }
 
+/** The pinger's layout and run reports, in the connections table. */
+function pingerLayouts(): DynamoPingerLayoutStore {
+  return part(
+    'pingerLayouts',
+    ({ dynamodb, tables }) =>
+      new DynamoPingerLayoutStore({ client: dynamodb, tableName: tables.connections }),
+  );
+}
+
 /** The connections table, the management API and the session cache, built once per instance. */
 function adapters(): WebSocketAdapters {
-  return part('adapters', ({ dynamodb, tables, config, record }) => {
+  return part('adapters', ({ dynamodb, tables, config, logger, record }) => {
     const override = process.env.LAMBDACABLE_MANAGEMENT_ENDPOINT || undefined;
     return {
-      store: new DynamoConnectionStore({ client: dynamodb, tableName: tables.connections }),
+      store: new DynamoConnectionStore({
+        client: dynamodb,
+        tableName: tables.connections,
+        // B of the pinger layout, read at most once a minute per instance.
+        buckets: cachedBuckets(pingerLayouts(), { logger }),
+      }),
       api: new ApiGatewayConnectionApi({
         ...(override ? { endpoint: override } : {}),
         // One management client per endpoint, each with the call recorder.
@@ -158,6 +177,32 @@ function adapters(): WebSocketAdapters {
         config: config.broker,
       }),
     };
+  });
+}
+
+/**
+ * The pinger's partitions: the coordinator (the scheduled run) starts the other partitions'
+ * runs with an asynchronous invoke of this function (`LAMBDACABLE_LAMBDA_ENDPOINT` points
+ * it at serverless-offline locally).
+ */
+export function pingerRuns(): PingerRuns {
+  return part('pingerRuns', ({ config, logger, record }) => {
+    const endpoint = process.env.LAMBDACABLE_LAMBDA_ENDPOINT || undefined;
+    const functionName = process.env.AWS_LAMBDA_FUNCTION_NAME;
+    if (!functionName) {
+      throw new ConfigError('AWS_LAMBDA_FUNCTION_NAME is not set: Lambda sets it', {
+        variable: 'AWS_LAMBDA_FUNCTION_NAME',
+      });
+    }
+    const client = record(
+      new LambdaClient({ ...CLIENT_DEFAULTS, ...(endpoint ? { endpoint } : {}) }),
+    );
+    return new PingerRuns({
+      layouts: pingerLayouts(),
+      invoker: new LambdaPingerInvoker({ client, functionName }),
+      partitionRate: config.pingerPartitionRate,
+      logger,
+    });
   });
 }
 

@@ -63,7 +63,9 @@ export type Permission =
   | { readonly stream: 'outbox' }
   | { readonly queues: 'all' | readonly string[]; readonly actions: readonly string[] }
   | { readonly relayFailures: true }
-  | { readonly manageConnections: true };
+  | { readonly manageConnections: true }
+  /** `lambda:InvokeFunction` on the function itself (the pinger starts its partitions' runs). */
+  | { readonly invokeSelf: true };
 
 const GET = 'dynamodb:GetItem';
 const PUT = 'dynamodb:PutItem';
@@ -110,9 +112,10 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { table: 'sessions', actions: [UPDATE] },
     { manageConnections: true },
   ],
-  // Stores the connection and, on a restore, its subscriptions and session.
+  // Stores the connection and, on a restore, its subscriptions and session; reads the pinger
+  // layout (B of the buckets it writes to) once a minute.
   wsConnect: [
-    { table: 'connections', actions: [PUT] },
+    { table: 'connections', actions: [GET, PUT] },
     { table: 'sessions', actions: [GET, PUT] },
   ],
   wsDisconnect: DISCONNECT,
@@ -137,12 +140,15 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // Reads every connection and subscription, then what changed (a Query per bucket); welcomes
   // new connections (the session claims the welcome); pings, sparing connections whose
   // streams had a broadcast (the streams' meta items); one that answers 410 is disconnected.
+  // The coordinator reads the layout and the last runs' reports (a Query), may raise the
+  // layout, and invokes itself for the other partitions; each run puts its report.
   pinger: [
     ...DISCONNECT,
-    { table: 'connections', actions: [], queries: [BUCKET_INDEX] },
+    { table: 'connections', actions: [PUT], queries: [BUCKET_INDEX] },
     { table: 'sessions', actions: [GET, PUT] },
     { table: 'history', actions: [BATCH_GET] },
     { manageConnections: true },
+    { invokeSelf: true },
   ],
 };
 
@@ -261,7 +267,22 @@ function role(
       },
     },
   ];
-  for (const p of permissions) statements.push(...[statement(p, groups)].flat());
+  for (const p of permissions) {
+    if ('invokeSelf' in p) {
+      // The ARN from the name, not Fn::GetAtt: the function depends on its role already.
+      statements.push({
+        Effect: 'Allow',
+        Action: ['lambda:InvokeFunction'],
+        Resource: [
+          {
+            'Fn::Sub': `arn:\${AWS::Partition}:lambda:\${AWS::Region}:\${AWS::AccountId}:function:${options.functionName(key)}`,
+          },
+        ],
+      });
+      continue;
+    }
+    statements.push(...[statement(p, groups)].flat());
+  }
   return {
     Type: 'AWS::IAM::Role',
     Properties: {
@@ -285,7 +306,10 @@ function role(
   };
 }
 
-function statement(p: Permission, groups: readonly ConsumerGroupDefinition[]): Json | Json[] {
+function statement(
+  p: Exclude<Permission, { invokeSelf: true }>,
+  groups: readonly ConsumerGroupDefinition[],
+): Json | Json[] {
   if ('table' in p) {
     const arn = { 'Fn::GetAtt': [tableLogicalId(p.table), 'Arn'] };
     const statements: Json[] = p.actions.length

@@ -167,6 +167,8 @@ export function requestsOf(call: RecordedCall, fn: string): IamRequest[] {
         ),
       ];
     }
+    case 'LambdaClient':
+      return [one(`lambda:${call.operation}Function`, functionArn(input.FunctionName))];
     default:
       throw new Error(`no IAM mapping for ${call.client}.${call.operation}`);
   }

@@ -5,25 +5,38 @@ import type {
   ConnectionStore,
   Subscription,
 } from '../../realtime/connections.js';
+import { bucketOf, MIN_BUCKETS } from '../../realtime/partitions.js';
 
 /** An in-memory {@link ConnectionStore}. */
 export class MemoryConnectionStore implements ConnectionStore {
-  private readonly connections = new Map<string, { record: ConnectionRecord; changedAt: number }>();
+  private readonly connections = new Map<
+    string,
+    { record: ConnectionRecord; changedAt: number; bucket: number }
+  >();
   private readonly subscriptions = new Map<
     string,
-    Map<string, { subscription: Subscription; changedAt: number }>
+    Map<string, { subscription: Subscription; changedAt: number; bucket: number }>
   >();
+  /** Bucket → the connection ids with a connection or subscription stored in it. */
+  private readonly byBucket = new Map<number, Set<string>>();
   private readonly clock: Clock;
+  private readonly buckets: () => Promise<number> | number;
 
-  /** `clock` dates the changes ({@link changesSince}). */
-  constructor(options: { clock?: Clock } = {}) {
+  /**
+   * `clock` dates the changes ({@link changesSince}); `buckets` is B for writes (as the
+   * DynamoDB store's option; it must never shrink), 8 by default.
+   */
+  constructor(options: { clock?: Clock; buckets?: () => Promise<number> | number } = {}) {
     this.clock = options.clock ?? systemClock;
+    this.buckets = options.buckets ?? (() => MIN_BUCKETS);
   }
 
   async putConnection(connection: ConnectionRecord): Promise<void> {
+    const bucket = await this.bucketOf(connection.connectionId);
     this.connections.set(connection.connectionId, {
       record: connection,
       changedAt: this.clock.now(),
+      bucket,
     });
   }
 
@@ -38,10 +51,12 @@ export class MemoryConnectionStore implements ConnectionStore {
   }
 
   async addSubscription(subscription: Subscription): Promise<boolean> {
+    // B first: what follows runs without a pause, so exactly one of concurrent adds wins.
+    const bucket = await this.bucketOf(subscription.connectionId);
     const subs = this.subscriptions.get(subscription.connectionId) ?? new Map();
     const key = `${subscription.stream}\u0000${subscription.identifier}`;
     if (subs.has(key)) return false;
-    subs.set(key, { subscription, changedAt: this.clock.now() });
+    subs.set(key, { subscription, changedAt: this.clock.now(), bucket });
     this.subscriptions.set(subscription.connectionId, subs);
     return true;
   }
@@ -67,25 +82,27 @@ export class MemoryConnectionStore implements ConnectionStore {
     for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize);
   }
 
-  async *changesSince(sinceMs: number, pageSize = 100): AsyncIterable<ConnectionChange[]> {
-    const all: ConnectionChange[] = [
-      ...[...this.connections.values()].map(
-        (c): ConnectionChange => ({
-          kind: 'connection',
-          connection: c.record,
-          changedAt: c.changedAt,
-        }),
-      ),
-      ...[...this.subscriptions.values()].flatMap((subs) =>
-        [...subs.values()].map(
-          (s): ConnectionChange => ({
-            kind: 'subscription',
-            subscription: s.subscription,
-            changedAt: s.changedAt,
-          }),
-        ),
-      ),
-    ].filter((c) => c.changedAt >= sinceMs);
+  async *changesSince(
+    sinceMs: number,
+    pageSize = 100,
+    buckets?: readonly number[],
+  ): AsyncIterable<ConnectionChange[]> {
+    const ids = buckets
+      ? new Set(buckets.flatMap((b) => [...(this.byBucket.get(b) ?? [])]))
+      : new Set([...this.connections.keys(), ...this.subscriptions.keys()]);
+    const wanted = (bucket: number) => !buckets || buckets.includes(bucket);
+    const all: ConnectionChange[] = [];
+    for (const id of ids) {
+      const c = this.connections.get(id);
+      if (c && c.changedAt >= sinceMs && wanted(c.bucket)) {
+        all.push({ kind: 'connection', connection: c.record, changedAt: c.changedAt });
+      }
+      for (const s of this.subscriptions.get(id)?.values() ?? []) {
+        if (s.changedAt >= sinceMs && wanted(s.bucket)) {
+          all.push({ kind: 'subscription', subscription: s.subscription, changedAt: s.changedAt });
+        }
+      }
+    }
     for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize);
   }
 
@@ -93,6 +110,16 @@ export class MemoryConnectionStore implements ConnectionStore {
     const removed = await this.subscriptionsOf(connectionId);
     this.connections.delete(connectionId);
     this.subscriptions.delete(connectionId);
+    for (const ids of this.byBucket.values()) ids.delete(connectionId);
     return removed;
+  }
+
+  /** The bucket a write of this connection goes to now; indexed for {@link changesSince}. */
+  private async bucketOf(connectionId: string): Promise<number> {
+    const bucket = bucketOf(connectionId, await this.buckets());
+    const ids = this.byBucket.get(bucket) ?? new Set<string>();
+    ids.add(connectionId);
+    this.byBucket.set(bucket, ids);
+    return bucket;
   }
 }

@@ -26,6 +26,7 @@ import type {
   ConnectionStore,
   Subscription,
 } from '../../../realtime/connections.js';
+import { bucketOf, MIN_BUCKETS } from '../../../realtime/partitions.js';
 import { awsCall } from '../call.js';
 
 /** The GSI from stream to subscribed connections. */
@@ -34,20 +35,11 @@ export const STREAM_INDEX = 'byStream';
 export const IDENTITY_INDEX = 'byIdentity';
 /**
  * The GSI over connection and subscription items by when they were stored or changed:
- * key (`bucket`, `since` ms), sharded into buckets, so that the pinger reads what changed
- * since its last read with a Query per bucket.
+ * key (`bucket` `b<n>`, `since` ms), sharded into buckets (`bucketOf`), so that the pinger
+ * reads what changed since its last read with a Query per bucket, and each pinger partition
+ * its own buckets.
  */
 export const BUCKET_INDEX = 'byBucket';
-/** Buckets of {@link BUCKET_INDEX}: spreads connection writes over index partitions. */
-export const CONNECTION_BUCKETS = 8;
-
-/** The bucket of a connection and of its subscriptions: a stable hash of its id. */
-export function connectionBucket(connectionId: string): string {
-  let h = 0;
-  for (let i = 0; i < connectionId.length; i++) h = (h * 31 + connectionId.charCodeAt(i)) | 0;
-  return `b${Math.abs(h) % CONNECTION_BUCKETS}`;
-}
-
 /** API Gateway closes every connection after 2 h; items outlive that by a margin, then expire. */
 const ITEM_TTL_SECONDS = 3 * 3600;
 
@@ -58,18 +50,33 @@ const ITEM_TTL_SECONDS = 3 * 3600;
  * `byBucket` both kinds of item by their `since` (ms stored or changed).
  */
 export class DynamoConnectionStore implements ConnectionStore {
-  constructor(private readonly options: { client: DynamoDBClient; tableName: string }) {}
+  private readonly buckets: () => Promise<number>;
+
+  /**
+   * `buckets` gives B, the number of buckets items are written to (the pinger layout's, which
+   * never shrinks: `cachedBuckets`). @default 8
+   */
+  constructor(
+    private readonly options: {
+      client: DynamoDBClient;
+      tableName: string;
+      buckets?: () => Promise<number>;
+    },
+  ) {
+    this.buckets = options.buckets ?? (async () => MIN_BUCKETS);
+  }
 
   /** Throws {@link LimitExceededError} for a connection id or identity over its limit. */
   async putConnection(c: ConnectionRecord): Promise<void> {
     checkKeyBytes('connection id', c.connectionId, MAX_CONNECTION_ID_BYTES);
     checkKeyBytes('identity', c.identity, MAX_IDENTITY_BYTES);
+    const bucket = bucketOf(c.connectionId, await this.buckets());
     const item = marshall(
       {
         pk: `c#${c.connectionId}`,
         sk: 'c',
         connectionId: c.connectionId,
-        bucket: connectionBucket(c.connectionId),
+        bucket: `b${bucket}`,
         // Empty strings cannot be index keys: anonymous connections stay out of byIdentity.
         identity: c.identity || undefined,
         sid: c.sid,
@@ -127,6 +134,7 @@ export class DynamoConnectionStore implements ConnectionStore {
     checkKeyBytes('connection id', s.connectionId, MAX_CONNECTION_ID_BYTES);
     checkKeyBytes('stream name', s.stream, MAX_STREAM_BYTES);
     checkKeyBytes('identifier', s.identifier, MAX_IDENTIFIER_BYTES);
+    const bucket = bucketOf(s.connectionId, await this.buckets());
     const item = marshall(
       {
         pk: `c#${s.connectionId}`,
@@ -137,7 +145,7 @@ export class DynamoConnectionStore implements ConnectionStore {
         whisper: s.whisper ?? false,
         // Fan-out posts with it, without reading the connection item.
         endpoint: s.endpoint,
-        bucket: connectionBucket(s.connectionId),
+        bucket: `b${bucket}`,
         since: Date.now(),
         expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
       },
@@ -264,13 +272,19 @@ export class DynamoConnectionStore implements ConnectionStore {
   }
 
   /**
-   * A Query per bucket of {@link BUCKET_INDEX} for `since >= sinceMs`, never a Scan. The
-   * index is eventually consistent: a write may show up a moment after it returned.
+   * A Query per bucket of {@link BUCKET_INDEX} for `since >= sinceMs`, never a Scan: the
+   * given buckets, or every one under the current B. The index is eventually consistent: a
+   * write may show up a moment after it returned.
    */
-  async *changesSince(sinceMs: number, pageSize = 100): AsyncIterable<ConnectionChange[]> {
+  async *changesSince(
+    sinceMs: number,
+    pageSize = 100,
+    buckets?: readonly number[],
+  ): AsyncIterable<ConnectionChange[]> {
+    const indexes = buckets ?? Array.from({ length: await this.buckets() }, (_, b) => b);
     // The buckets are read at once, pages yielded as they arrive: the pinger's first read
-    // of every item takes one bucket's time, not eight.
-    const buckets = Array.from({ length: CONNECTION_BUCKETS }, (_, b) =>
+    // of every item takes one bucket's time, not one per bucket.
+    const queries = indexes.map((b) =>
       this.query(`b${b}`, {
         IndexName: BUCKET_INDEX,
         KeyConditionExpression: '#bucket = :b AND #since >= :t',
@@ -280,11 +294,11 @@ export class DynamoConnectionStore implements ConnectionStore {
       })[Symbol.asyncIterator](),
     );
     const next = (b: number) => {
-      const step = buckets[b]!.next().then((result) => ({ b, result }));
+      const step = queries[b]!.next().then((result) => ({ b, result }));
       step.catch(() => undefined); // raced below; a later rejection is not unhandled
       return step;
     };
-    const pending = new Map(buckets.map((_, b) => [b, next(b)]));
+    const pending = new Map(queries.map((_, b) => [b, next(b)]));
     while (pending.size > 0) {
       const { b, result } = await Promise.race(pending.values());
       if (result.done) {
