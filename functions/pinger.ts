@@ -26,7 +26,7 @@ export const handler = async (event: unknown, context: Context) => {
   const pinger = realtime().pinger({
     defaultInterval: config.pingInterval,
     logger,
-    buckets: plan.buckets,
+    scope: plan.scope,
   });
   const stopAt = Date.now() + context.getRemainingTimeInMillis() - MARGIN_MS;
   const until = Math.min(startedAt + RUN_MS + OVERLAP_MS, stopAt);

@@ -137,7 +137,9 @@ export {
 export {
   bucketOf,
   type PartitionReport,
+  type PartitionScope,
   type PingerLayout,
+  partitionScope,
 } from './realtime/partitions.js';
 export {
   MAX_PING_INTERVAL,

@@ -1,15 +1,15 @@
 /**
- * The pinger's partitions, pure: which bucket a connection is stored in, which buckets a
- * partition reads, and how many partitions (and buckets) the next minute needs.
+ * The pinger's partitions, pure: which bucket a connection is stored in, what a partition
+ * reads and keeps, and how many partitions (and buckets) the next minute needs.
  *
  * A connection and its subscriptions are stored in bucket `hash(id) mod B`. B only ever
  * grows (powers of two), so an item stored under an older, smaller B sits in a bucket below
- * it and reading every bucket under the current B still finds it. Partition `i` of `K` reads
- * the buckets `b` with `b mod K = i`: with `K` dividing the B an item was stored under, that
- * is the partition `hash mod K`, so a connection and its subscriptions meet in one partition,
- * and items stored under a B of at least `K` spread evenly over the `K` partitions.
+ * it and reading every bucket under the current B still finds it. Partition `i` of `K` keeps
+ * the connections with `hash mod K = i`, whatever B they were stored under: so each keeps
+ * its share, and a connection and its subscriptions meet in one partition. It reads the
+ * buckets `b ≡ i (mod K)` (where items stored under a B of at least K sit) and, for each
+ * older B' under K, bucket `i mod B'` (shared with other partitions, filtered on read).
  */
-
 /** The smallest (and the initial) number of buckets. */
 export const MIN_BUCKETS = 8;
 /** At most this many partitions (API Gateway's 10,000 posts/s quota is reached well before). */
@@ -20,8 +20,9 @@ export const MAX_PARTITIONS = 256;
  */
 export const MAX_BUCKETS_PER_PARTITION = 32;
 /**
- * B is raised to this many times K, ahead of K: connections stored now spread evenly over
- * the partitions of the next two doublings of K too.
+ * B is raised to this many times K, ahead of K: connections stored now sit in buckets of
+ * their own partition for the next two doublings of K too, so that no partition reads (and
+ * drops) another's.
  */
 export const BUCKETS_PER_PARTITION = 4;
 /** A run report older than this (ms) no longer describes the current minute. */
@@ -61,11 +62,25 @@ export function bucketOf(connectionId: string, buckets: number): number {
   return Math.abs(h) % buckets;
 }
 
-/** The buckets partition `partition` of a layout reads: those `b` with `b mod K = partition`. */
-export function bucketsOfPartition(partition: number, layout: PingerLayout): number[] {
-  const out: number[] = [];
-  for (let b = partition; b < layout.buckets; b += layout.partitions) out.push(b);
-  return out;
+/** What one partition's run reads and keeps. */
+export interface PartitionScope {
+  /** The bucket indexes it reads. */
+  readonly buckets: readonly number[];
+  /** Whether a connection is this partition's: `bucketOf(id, K) = partition`. */
+  owns(connectionId: string): boolean;
+}
+
+/** What partition `partition` of a layout reads (its buckets) and keeps (its connections). */
+export function partitionScope(partition: number, layout: PingerLayout): PartitionScope {
+  const { buckets, partitions } = layout;
+  const read = new Set<number>();
+  for (let b = partition; b < buckets; b += partitions) read.add(b);
+  // A connection stored under an older B' < K sits in bucket `hash mod B'` = `partition mod B'`.
+  for (let older = MIN_BUCKETS; older < partitions; older *= 2) read.add(partition % older);
+  return {
+    buckets: [...read].sort((a, b) => a - b),
+    owns: (connectionId) => partitions === 1 || bucketOf(connectionId, partitions) === partition,
+  };
 }
 
 /** Whether a layout is usable: powers of two, `K ≤ B`, within the limits. */

@@ -4,6 +4,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore } from './connections.js';
 import type { SessionFinisher } from './gone.js';
+import type { PartitionScope } from './partitions.js';
 
 /** What a pinger run did. */
 export interface PingReport {
@@ -44,10 +45,10 @@ export interface PingerOptions {
    */
   readonly history?: Pick<HistoryReader, 'lastBroadcastAt'>;
   /**
-   * The buckets of the connection store this run reads: its partition's
-   * (`bucketsOfPartition`). @default every bucket: one run for every connection
+   * The buckets this run reads and the connections it keeps: its partition's
+   * (`partitionScope`). @default every bucket and connection: one run for all
    */
-  readonly buckets?: readonly number[];
+  readonly scope?: PartitionScope;
   /** Seconds between pings of a connection that did not choose one (`pi`). */
   readonly defaultInterval: number;
   /** @default the system clock */

@@ -2,12 +2,13 @@ import { type Clock, systemClock } from '../kernel/clock.js';
 import { ConfigError, errorMessage, MessageFormatError } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import {
-  bucketsOfPartition,
   estimateLoad,
   isLayout,
   MIN_BUCKETS,
   type PartitionReport,
+  type PartitionScope,
   type PingerLayout,
+  partitionScope,
   planLayout,
   usableLayout,
 } from './partitions.js';
@@ -55,8 +56,8 @@ export interface PingerRunsOptions {
 /** What {@link PingerRuns.begin} decided: this invocation's run, and the workers started. */
 export interface RunPlan {
   readonly run: PartitionRun;
-  /** The buckets this run reads. */
-  readonly buckets: readonly number[];
+  /** What this run reads and keeps. */
+  readonly scope: PartitionScope;
   /** Workers started (the coordinator's); workers whose invocation failed are logged. */
   readonly started: number;
   readonly failed: number;
@@ -100,7 +101,7 @@ export class PingerRuns {
     if (given)
       return {
         run: given,
-        buckets: bucketsOfPartition(given.partition, given),
+        scope: partitionScope(given.partition, given),
         started: 0,
         failed: 0,
       };
@@ -123,14 +124,18 @@ export class PingerRuns {
     );
     return {
       run,
-      buckets: bucketsOfPartition(0, layout),
+      scope: partitionScope(0, layout),
       started: workers.length - failed,
       failed,
     };
   }
 
   /** Stores what a run tracks now, for the next minute's plan. */
-  async report(run: PartitionRun, startedAt: number, report: PingReport): Promise<void> {
+  async report(
+    run: Pick<PartitionRun, 'partition' | 'partitions'>,
+    startedAt: number,
+    report: PingReport,
+  ): Promise<void> {
     await this.layouts.putReport({
       partition: run.partition,
       partitions: run.partitions,

@@ -45,7 +45,7 @@ export class Pinger {
   private readonly api: ConnectionApi;
   private readonly welcomer: Welcomer;
   private readonly history: PingerOptions['history'];
-  private readonly buckets: readonly number[] | undefined;
+  private readonly scope: PingerOptions['scope'];
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly concurrency: number;
@@ -72,7 +72,7 @@ export class Pinger {
     this.api = options.api;
     this.welcomer = options.welcomer;
     this.history = options.history;
-    this.buckets = options.buckets;
+    this.scope = options.scope;
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? noopLogger;
     this.concurrency = options.concurrency ?? 50;
@@ -138,7 +138,7 @@ export class Pinger {
   private async read(since: number, first: boolean): Promise<void> {
     const startedAt = this.clock.now();
     const changed: Tracked[] = [];
-    for await (const page of this.store.changesSince(since, READ_PAGE, this.buckets)) {
+    for await (const page of this.store.changesSince(since, READ_PAGE, this.scope?.buckets)) {
       this.counts.reads++;
       for (const change of page) {
         const t = this.apply(change, first, startedAt);
@@ -156,6 +156,8 @@ export class Pinger {
 
   /** Records one change; returns a known connection whose subscriptions must be read again. */
   private apply(change: ConnectionChange, first: boolean, now: number): Tracked | undefined {
+    const id = change.kind === 'connection' ? change.connection : change.subscription;
+    if (this.scope && !this.scope.owns(id.connectionId)) return undefined; // another partition's
     if (change.kind === 'subscription') {
       const { connectionId, stream } = change.subscription;
       if (this.forgotten.has(connectionId)) return undefined;

@@ -87,20 +87,24 @@ export class MemoryConnectionStore implements ConnectionStore {
     pageSize = 100,
     buckets?: readonly number[],
   ): AsyncIterable<ConnectionChange[]> {
-    const ids = buckets
-      ? new Set(buckets.flatMap((b) => [...(this.byBucket.get(b) ?? [])]))
-      : new Set([...this.connections.keys(), ...this.subscriptions.keys()]);
-    const wanted = (bucket: number) => !buckets || buckets.includes(bucket);
     const all: ConnectionChange[] = [];
-    for (const id of ids) {
+    const add = (id: string, bucket: number | undefined) => {
       const c = this.connections.get(id);
-      if (c && c.changedAt >= sinceMs && wanted(c.bucket)) {
+      // Each item once: from its own bucket (an id is listed in every bucket it was written to).
+      if (c && c.changedAt >= sinceMs && (bucket === undefined || c.bucket === bucket)) {
         all.push({ kind: 'connection', connection: c.record, changedAt: c.changedAt });
       }
       for (const s of this.subscriptions.get(id)?.values() ?? []) {
-        if (s.changedAt >= sinceMs && wanted(s.bucket)) {
+        if (s.changedAt >= sinceMs && (bucket === undefined || s.bucket === bucket)) {
           all.push({ kind: 'subscription', subscription: s.subscription, changedAt: s.changedAt });
         }
+      }
+    };
+    if (buckets) {
+      for (const b of new Set(buckets)) for (const id of this.byBucket.get(b) ?? []) add(id, b);
+    } else {
+      for (const id of new Set([...this.connections.keys(), ...this.subscriptions.keys()])) {
+        add(id, undefined);
       }
     }
     for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize);
