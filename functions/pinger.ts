@@ -1,6 +1,6 @@
 import type { Context } from 'aws-lambda';
 import { errorMessage } from '../lib/core';
-import { realtime, runtime } from './runtime';
+import { pingerRuns, realtime, runtime } from './runtime';
 
 /** The schedule's period: one run covers one minute. */
 const RUN_MS = 60_000;
@@ -12,19 +12,42 @@ const MARGIN_MS = 5_000;
 /**
  * Scheduled every minute, it runs for a minute: it welcomes new connections and pings each
  * connection every `pi` seconds (`LAMBDACABLE_PING_INTERVAL` by default), reading every
- * connection once and then, every `LAMBDACABLE_PINGER_TICK_MS`, only what changed.
+ * connection of its partition once and then, every `LAMBDACABLE_PINGER_TICK_MS`, only what
+ * changed. The scheduled run (no partition in its event) coordinates: it starts the runs of
+ * the minute's other partitions (an asynchronous invoke of this function with
+ * `{ partition, partitions, buckets }`) and runs partition 0. Each run reports what it tracks
+ * after its first read and at its end, for the next minute's plan.
  */
-export const handler = async (_event: unknown, context: Context) => {
+export const handler = async (event: unknown, context: Context) => {
   const { config, logger } = runtime();
-  const pinger = realtime().pinger({ defaultInterval: config.pingInterval, logger });
+  const startedAt = Date.now();
+  const runs = pingerRuns();
+  const plan = await runs.begin(event);
+  const pinger = realtime().pinger({
+    defaultInterval: config.pingInterval,
+    logger,
+    scope: plan.scope,
+  });
   const stopAt = Date.now() + context.getRemainingTimeInMillis() - MARGIN_MS;
-  const until = Math.min(Date.now() + RUN_MS + OVERLAP_MS, stopAt);
+  const until = Math.min(startedAt + RUN_MS + OVERLAP_MS, stopAt);
+  const report = async () => {
+    try {
+      await runs.report(plan.run, startedAt, pinger.report());
+    } catch (error) {
+      logger.error('pinger report not stored', { error: errorMessage(error) });
+    }
+  };
+  let reported = false;
   while (Date.now() < until) {
     const started = Date.now();
     try {
       // The first tick reads everything; a failed tick is logged and the next one tries again,
       // so that one throttled read never stops the welcomes and pings of the whole run.
       await pinger.tick(stopAt);
+      if (!reported) {
+        reported = true;
+        await report();
+      }
     } catch (error) {
       logger.error('pinger tick failed', {
         error: errorMessage(error),
@@ -34,7 +57,8 @@ export const handler = async (_event: unknown, context: Context) => {
     const wait = started + config.pingerTick - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
   }
-  const report = pinger.report();
-  logger.info('pinger run', { ...report });
-  return report;
+  await report();
+  const out = { ...plan.run, started: plan.started, notStarted: plan.failed, ...pinger.report() };
+  logger.info('pinger run', out);
+  return out;
 };

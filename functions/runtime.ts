@@ -25,8 +25,10 @@ import {
   ApiGatewayConnectionApi,
   DynamoBroker,
   DynamoConnectionStore,
+  DynamoPingerLayoutStore,
   DynamoSchemaRegistry,
   DynamoSessionCache,
+  LambdaPingerInvoker,
   LambdaTaskRunner,
   OutboxProducer,
   OutboxRelay,
@@ -37,12 +39,14 @@ import {
   BROADCAST_TOPIC,
   type Broadcaster,
   ConfigError,
+  cachedBuckets,
   composeDelivery,
   composeRealtime,
   configFromEnv,
   type Delivery,
   type Gateway,
   type GatewayConfig,
+  PingerRuns,
   type Realtime,
   type SessionCache,
 } from '../lib/core';
@@ -143,12 +147,26 @@ export function metrics(): Metrics {
   );
 }
 
+/** The pinger's layout and run reports, in the connections table. */
+function pingerLayouts(): DynamoPingerLayoutStore {
+  return part(
+    'pingerLayouts',
+    ({ dynamodb, tables }) =>
+      new DynamoPingerLayoutStore({ client: dynamodb, tableName: tables.connections }),
+  );
+}
+
 /** The connections table, the management API and the session cache, built once per instance. */
 function adapters(): WebSocketAdapters {
-  return part('adapters', ({ dynamodb, tables, config, record }) => {
+  return part('adapters', ({ dynamodb, tables, config, logger, record }) => {
     const override = process.env.LAMBDACABLE_MANAGEMENT_ENDPOINT || undefined;
     return {
-      store: new DynamoConnectionStore({ client: dynamodb, tableName: tables.connections }),
+      store: new DynamoConnectionStore({
+        client: dynamodb,
+        tableName: tables.connections,
+        // B of the pinger layout, read at most once a minute per instance.
+        buckets: cachedBuckets(pingerLayouts(), { logger }),
+      }),
       api: new ApiGatewayConnectionApi({
         ...(override ? { endpoint: override } : {}),
         // One management client per endpoint, each with the call recorder.
@@ -164,6 +182,36 @@ function adapters(): WebSocketAdapters {
         config: config.broker,
       }),
     };
+  });
+}
+
+/** The Lambda client (`LAMBDACABLE_LAMBDA_ENDPOINT` points it at serverless-offline locally). */
+function lambda(): LambdaClient {
+  return part('lambda', ({ record }) => {
+    const endpoint = process.env.LAMBDACABLE_LAMBDA_ENDPOINT || undefined;
+    return record(new LambdaClient({ ...CLIENT_DEFAULTS, ...(endpoint ? { endpoint } : {}) }));
+  });
+}
+
+/**
+ * The pinger's partitions: the coordinator (the scheduled run) starts the other partitions'
+ * runs with an asynchronous invoke of this function (`LAMBDACABLE_LAMBDA_ENDPOINT` points
+ * it at serverless-offline locally).
+ */
+export function pingerRuns(): PingerRuns {
+  return part('pingerRuns', ({ config, logger }) => {
+    const functionName = process.env.AWS_LAMBDA_FUNCTION_NAME;
+    if (!functionName) {
+      throw new ConfigError('AWS_LAMBDA_FUNCTION_NAME is not set: Lambda sets it', {
+        variable: 'AWS_LAMBDA_FUNCTION_NAME',
+      });
+    }
+    return new PingerRuns({
+      layouts: pingerLayouts(),
+      invoker: new LambdaPingerInvoker({ client: lambda(), functionName }),
+      partitionRate: config.pingerPartitionRate,
+      logger,
+    });
   });
 }
 
@@ -190,15 +238,9 @@ function postRetries(config: GatewayConfig) {
  * fan-out tasks, each an invocation of `deliver`.
  */
 export function delivery(): Delivery<DynamoBroker> {
-  return part('delivery', ({ config, logger, record }) => {
-    const lambdaEndpoint = process.env.LAMBDACABLE_LAMBDA_ENDPOINT || undefined;
+  return part('delivery', ({ config, logger }) => {
     const runner = new LambdaTaskRunner({
-      client: record(
-        new LambdaClient({
-          ...CLIENT_DEFAULTS,
-          ...(lambdaEndpoint ? { endpoint: lambdaEndpoint } : {}),
-        }),
-      ),
+      client: lambda(),
       functionName: required(process.env, DELIVER_FUNCTION_VARIABLE),
     });
     const tasks = {

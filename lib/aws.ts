@@ -1,7 +1,7 @@
 /**
  * `lambdacable/aws`: the adapters on the AWS SDK v3: DynamoDB outbox, producer, schema
  * registry, broker, connections and ack store; the SQS relay and consumers; the API Gateway
- * management API.
+ * management API; the pinger's layout store and its Lambda invoker.
  */
 export {
   ApiGatewayConnectionApi,
@@ -37,11 +37,19 @@ export {
   type OutboxProducerOptions,
   writeToOutbox,
 } from './adapters/aws/dynamodb/outbox.js';
+export {
+  DynamoPingerLayoutStore,
+  type DynamoPingerLayoutStoreOptions,
+} from './adapters/aws/dynamodb/pinger-layout.js';
 export { DynamoSchemaRegistry } from './adapters/aws/dynamodb/schema-registry.js';
 export {
   DynamoSessionCache,
   type DynamoSessionCacheOptions,
 } from './adapters/aws/dynamodb/sessions.js';
+export {
+  LambdaPingerInvoker,
+  type LambdaPingerInvokerOptions,
+} from './adapters/aws/lambda/pinger-invoker.js';
 export {
   LambdaTaskRunner,
   type LambdaTaskRunnerOptions,

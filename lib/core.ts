@@ -146,6 +146,13 @@ export {
   type GatewayOptions,
 } from './realtime/gateway.js';
 export {
+  bucketOf,
+  type PartitionReport,
+  type PartitionScope,
+  type PingerLayout,
+  partitionScope,
+} from './realtime/partitions.js';
+export {
   MAX_PING_INTERVAL,
   MIN_PING_INTERVAL,
 } from './realtime/ping-interval.js';
@@ -155,6 +162,15 @@ export {
   type PingReport,
   type Welcomer,
 } from './realtime/pinger.js';
+export {
+  cachedBuckets,
+  type PartitionRun,
+  type PingerInvoker,
+  type PingerLayoutStore,
+  PingerRuns,
+  type PingerRunsOptions,
+  type RunPlan,
+} from './realtime/pinger-runs.js';
 export {
   EXT_PROTOCOL,
   PLAIN_PROTOCOL,

@@ -130,7 +130,8 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { invoke: ['deliver'] },
   ],
   // Stores the connection and, on a restore, its subscriptions (placed by their stream's
-  // spread, which a throttled write widens) and session.
+  // spread, which a throttled write widens) and session; reads the pinger layout (B of the
+  // buckets it writes to) once a minute.
   wsConnect: [
     { table: 'connections', actions: [GET, PUT, UPDATE] },
     { table: 'sessions', actions: [GET, PUT] },
@@ -157,12 +158,15 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // Reads every connection and subscription, then what changed (a Query per bucket); welcomes
   // new connections (the session claims the welcome); pings, sparing connections whose
   // streams had a broadcast (the streams' meta items); one that answers 410 is disconnected.
+  // The coordinator reads the layout and the last runs' reports (a Query), may raise the
+  // layout, and invokes itself for the other partitions; each run puts its report.
   pinger: [
     ...DISCONNECT,
-    { table: 'connections', actions: [], queries: [BUCKET_INDEX] },
+    { table: 'connections', actions: [PUT], queries: [BUCKET_INDEX] },
     { table: 'sessions', actions: [GET, PUT] },
     { table: 'history', actions: [BATCH_GET] },
     { manageConnections: true },
+    { invoke: ['pinger'] },
   ],
 };
 

@@ -18,6 +18,13 @@ export interface GatewayConfig {
    */
   readonly pingerTick: number;
   /**
+   * Pings per second one pinger partition is planned for (`LAMBDACABLE_PINGER_PARTITION_RATE`):
+   * each minute the pinger runs K partitions, K the power of two at or above the pings per
+   * second of all connections (the sum of `1 / pi`) divided by this.
+   * @default 200
+   */
+  readonly pingerPartitionRate: number;
+  /**
    * HS256 secret of connect tokens (`LAMBDACABLE_JWT_SECRET`); unset: every token is refused.
    * @default undefined
    */
@@ -113,6 +120,7 @@ export function defaultGatewayConfig(): GatewayConfig {
   return {
     pingInterval: 3,
     pingerTick: 250,
+    pingerPartitionRate: 200,
     jwtClockSkew: 30,
     publicStreams: false,
     allowAnonymous: false,
@@ -146,6 +154,12 @@ export function configFromEnv(env: Env): GatewayConfig {
   return {
     pingInterval: positive(env, 'LAMBDACABLE_PING_INTERVAL', d.pingInterval, false),
     pingerTick: positive(env, 'LAMBDACABLE_PINGER_TICK_MS', d.pingerTick, true),
+    pingerPartitionRate: positive(
+      env,
+      'LAMBDACABLE_PINGER_PARTITION_RATE',
+      d.pingerPartitionRate,
+      false,
+    ),
     jwtClockSkew: nonNegative(env, 'LAMBDACABLE_JWT_CLOCK_SKEW', d.jwtClockSkew),
     ...(Object.fromEntries(Object.entries(secrets).filter(([, v]) => v !== undefined)) as Partial<
       typeof secrets

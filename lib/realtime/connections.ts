@@ -115,6 +115,14 @@ export interface ConnectionStore {
    * `0` reads everything, each item once. A connection counts as changed when one of its
    * subscriptions is removed, so that a reader of changes learns it (it then reads the
    * connection's subscriptions). Removed items are not reported.
+   *
+   * A connection and its subscriptions are stored in bucket `bucketOf(id, B)`, B the
+   * store's number of buckets when it wrote them (it only grows); `buckets` reads only those
+   * bucket indexes (a pinger partition's). @default every bucket under the current B
    */
-  changesSince(sinceMs: number, pageSize?: number): AsyncIterable<ConnectionChange[]>;
+  changesSince(
+    sinceMs: number,
+    pageSize?: number,
+    buckets?: readonly number[],
+  ): AsyncIterable<ConnectionChange[]>;
 }

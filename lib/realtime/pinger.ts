@@ -1,96 +1,17 @@
-import type { HistoryReader } from '../broker/types.js';
 import { type Clock, systemClock } from '../kernel/clock.js';
 import { forEachConcurrently } from '../kernel/concurrency.js';
 import { ConfigError, errorMessage } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionChange, ConnectionRecord, ConnectionStore } from './connections.js';
-import { disconnectGone, type GonePolicy, type SessionFinisher } from './gone.js';
+import { disconnectGone, type GonePolicy } from './gone.js';
+import type { PingerOptions, PingReport, Welcomer } from './pinger-options.js';
 import { pingFrame } from './protocol.js';
+
+export type { PingerOptions, PingReport, Welcomer } from './pinger-options.js';
 
 /** Items per page of the pinger's reads: its first read covers every connection. */
 const READ_PAGE = 1000;
-
-/** What a pinger run did. */
-export interface PingReport {
-  /** Connections known at the end of the run. */
-  readonly connections: number;
-  /** Pings delivered. */
-  readonly sent: number;
-  /** Pings left out: the connection had a broadcast within its interval. */
-  readonly spared: number;
-  /** Welcomes (or refusals) delivered. */
-  readonly welcomed: number;
-  /** Connections that answered 410 and were forgotten. */
-  readonly gone: number;
-  /** Posts that threw. */
-  readonly failed: number;
-  /** Store and history reads: pages of changes, subscription lists, activity lookups. */
-  readonly reads: number;
-}
-
-/** The welcome the pinger delivers to new connections: {@link Gateway.welcome}. */
-export interface Welcomer {
-  welcome(connectionId: string, known?: ConnectionRecord): Promise<boolean>;
-}
-
-/** Options of {@link Pinger}. */
-export interface PingerOptions {
-  readonly store: ConnectionStore;
-  readonly api: ConnectionApi;
-  /** Delivers welcomes: the gateway. */
-  readonly welcomer: Welcomer;
-  /** Finishes the sessions of gone connections. */
-  readonly sessions: SessionFinisher;
-  /**
-   * Stream activity: with `lastBroadcastAt`, a connection whose streams had a broadcast
-   * within its interval is spared its ping. @default none: every ping is sent
-   */
-  readonly history?: Pick<HistoryReader, 'lastBroadcastAt'>;
-  /** Seconds between pings of a connection that did not choose one (`pi`). */
-  readonly defaultInterval: number;
-  /** @default the system clock */
-  readonly clock?: Clock;
-  /** @default {@link noopLogger} */
-  readonly logger?: Logger;
-  /** @default 50 */
-  readonly concurrency?: number;
-  /**
-   * Changes read before the last read's start are read again for this long (ms): index
-   * replication and writers' clocks lag.
-   * @default 1000
-   */
-  readonly overlapMs?: number;
-  /**
-   * Every this many ms, a read goes back {@link lateWindowMs} instead of `overlapMs`, so
-   * that a write stored long after it was dated (a throttled and retried `PutItem`, a busy
-   * `$connect`, a lagging index) is still found, and its connection welcomed.
-   * @default 5000
-   */
-  readonly lateReadEveryMs?: number;
-  /**
-   * How far back (ms) those reads go. 35 s covers a connection's whole `$connect` (API
-   * Gateway ends it at 29 s, and a connection whose `$connect` failed is never reachable)
-   * plus the index's replication. Keep it under `welcomeTimeoutMs`: a run's first read
-   * takes connections older than that as welcomed by an earlier run.
-   * @default 35000
-   */
-  readonly lateWindowMs?: number;
-  /**
-   * Stream activity older than this (ms) is read again before a ping is spared for it.
-   * @default 1000
-   */
-  readonly activityMaxAgeMs?: number;
-  /**
-   * How long (ms) after `$connect` began a new connection's welcome is retried while API
-   * Gateway answers 410 (until `$connect` has returned, which under load takes seconds; a
-   * client without its welcome waits for it indefinitely). Retries back off to one every 2 s.
-   * @default 60000
-   */
-  readonly welcomeTimeoutMs?: number;
-  /** @default 10000 (see {@link disconnectGone}) */
-  readonly goneGraceMs?: number;
-}
 
 interface Tracked {
   record: ConnectionRecord;
@@ -124,6 +45,7 @@ export class Pinger {
   private readonly api: ConnectionApi;
   private readonly welcomer: Welcomer;
   private readonly history: PingerOptions['history'];
+  private readonly scope: PingerOptions['scope'];
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly concurrency: number;
@@ -150,6 +72,7 @@ export class Pinger {
     this.api = options.api;
     this.welcomer = options.welcomer;
     this.history = options.history;
+    this.scope = options.scope;
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? noopLogger;
     this.concurrency = options.concurrency ?? 50;
@@ -207,13 +130,15 @@ export class Pinger {
 
   /** What this run did so far. */
   report(): PingReport {
-    return { connections: this.tracked.size, ...this.counts };
+    let load = 0;
+    for (const t of this.tracked.values()) load += 1000 / t.intervalMs;
+    return { connections: this.tracked.size, load, ...this.counts };
   }
 
   private async read(since: number, first: boolean): Promise<void> {
     const startedAt = this.clock.now();
     const changed: Tracked[] = [];
-    for await (const page of this.store.changesSince(since, READ_PAGE)) {
+    for await (const page of this.store.changesSince(since, READ_PAGE, this.scope?.buckets)) {
       this.counts.reads++;
       for (const change of page) {
         const t = this.apply(change, first, startedAt);
@@ -231,6 +156,8 @@ export class Pinger {
 
   /** Records one change; returns a known connection whose subscriptions must be read again. */
   private apply(change: ConnectionChange, first: boolean, now: number): Tracked | undefined {
+    const id = change.kind === 'connection' ? change.connection : change.subscription;
+    if (this.scope && !this.scope.owns(id.connectionId)) return undefined; // another partition's
     if (change.kind === 'subscription') {
       const { connectionId, stream } = change.subscription;
       if (this.forgotten.has(connectionId)) return undefined;

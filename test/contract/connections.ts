@@ -1,5 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
+  bucketOf,
   ConfigError,
   type ConnectionChange,
   type ConnectionRecord,
@@ -316,6 +317,30 @@ export function connectionStoreContract(
             fresh.connectionId,
           ]),
         ).toEqual([]);
+      });
+
+      it('reads only the given buckets: a connection and its subscriptions sit in bucketOf(id, 8)', async () => {
+        const mine = Array.from({ length: 40 }, (_, i) => connection(id(`bucket${i}`)));
+        await Promise.all(mine.map((c) => store.putConnection(c)));
+        const subs: Subscription[] = mine.map((c) => ({
+          connectionId: c.connectionId,
+          stream: id('s'),
+          identifier: 'i',
+        }));
+        await Promise.all(subs.map((sub) => store.addSubscription(sub)));
+        const ids = mine.map((c) => c.connectionId);
+        const read = async (buckets?: number[]) =>
+          changesOf((await collect(store.changesSince(0, 7, buckets))).flat(), ids);
+        const idOf = (c: ConnectionChange) =>
+          c.kind === 'connection' ? c.connection.connectionId : c.subscription.connectionId;
+        const low = await read([0, 1, 2]);
+        const high = await read([3, 4, 5, 6, 7]);
+        expect(low.every((c) => bucketOf(idOf(c), 8) <= 2)).toBe(true);
+        expect(high.every((c) => bucketOf(idOf(c), 8) > 2)).toBe(true);
+        // Together, every item once, as a read of every bucket gives it.
+        expect(low.length + high.length).toBe(2 * mine.length);
+        expect((await read()).length).toBe(2 * mine.length);
+        expect(await read([])).toEqual([]);
       });
 
       it('reports a connection again when one of its subscriptions is removed', async () => {

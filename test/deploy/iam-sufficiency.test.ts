@@ -33,6 +33,7 @@ describe('IAM sufficiency check', () => {
       TableName: 'lambdacable-local-connections',
       IndexName: 'byStreamShard',
     }),
+    call('pinger', 'LambdaClient', 'Invoke', { FunctionName: 'lambdacable-local-pinger' }),
     call('outboxRelay', 'SQSClient', 'SendMessageBatch', {
       QueueUrl: 'http://127.0.0.1:9324/000000000000/lambdacable-local-broadcast.fifo',
     }),
@@ -61,6 +62,7 @@ describe('IAM sufficiency check', () => {
       'dynamodb:UpdateItem',
       'dynamodb:PutItem',
       'dynamodb:Query',
+      'lambda:InvokeFunction',
       'sqs:SendMessage',
     ]);
     expect(requests[4]!.resource).toMatch(
@@ -74,6 +76,21 @@ describe('IAM sufficiency check', () => {
       ...platformRequests(packaged.template),
     ]);
     expect(denied).toEqual([]);
+  });
+
+  it('lets only the pinger invoke itself (it starts its partitions)', async () => {
+    const invoke = (fn: string) =>
+      requestsOf(
+        call(fn, 'LambdaClient', 'Invoke', { FunctionName: 'lambdacable-local-pinger' }),
+        fn,
+      );
+    const { denied } = await evaluateRoles(packaged.template, [
+      ...invoke('pinger'),
+      ...invoke('wsConnect'),
+    ]);
+    expect(denied.map((d) => `${d.function} ${d.action}`)).toEqual([
+      'wsConnect lambda:InvokeFunction',
+    ]);
   });
 
   it('refuses a role that lacks a permission its function uses', async () => {

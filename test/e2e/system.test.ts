@@ -423,6 +423,8 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
     'a ping answered 410 disconnects the connection',
   'pinger dynamodb:BatchWriteItem table/lambdacable-local-connections':
     'a ping answered 410 disconnects the connection',
+  'pinger lambda:InvokeFunction function:lambdacable-local-pinger':
+    'the coordinator starts other partitions only past LAMBDACABLE_PINGER_PARTITION_RATE (test/unit/pinger-partitions.test.ts)',
   'pinger dynamodb:UpdateItem table/lambdacable-local-sessions':
     'a ping answered 410 finishes the session',
   'broadcast dynamodb:UpdateItem table/lambdacable-local-sessions':

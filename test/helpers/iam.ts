@@ -168,12 +168,7 @@ export function requestsOf(call: RecordedCall, fn: string): IamRequest[] {
       ];
     }
     case 'LambdaClient':
-      return [
-        one(
-          `lambda:${call.operation === 'Invoke' ? 'InvokeFunction' : call.operation}`,
-          `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${input.FunctionName}`,
-        ),
-      ];
+      return [one(`lambda:${call.operation}Function`, functionArn(input.FunctionName))];
     default:
       throw new Error(`no IAM mapping for ${call.client}.${call.operation}`);
   }

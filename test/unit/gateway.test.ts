@@ -736,6 +736,7 @@ describe('configFromEnv', () => {
     expect(defaultGatewayConfig()).toMatchObject({
       pingInterval: 3,
       pingerTick: 250,
+      pingerPartitionRate: 200,
       publicStreams: false,
       allowAnonymous: false,
       whisperOnSigned: false,
@@ -748,6 +749,7 @@ describe('configFromEnv', () => {
     const config = configFromEnv({
       LAMBDACABLE_PING_INTERVAL: '5',
       LAMBDACABLE_PINGER_TICK_MS: '500',
+      LAMBDACABLE_PINGER_PARTITION_RATE: '50.5',
       LAMBDACABLE_JWT_SECRET: 'j',
       LAMBDACABLE_STREAMS_SECRET: 's',
       LAMBDACABLE_BROADCAST_KEY: '',
@@ -767,6 +769,7 @@ describe('configFromEnv', () => {
     expect(config).toEqual({
       pingInterval: 5,
       pingerTick: 500,
+      pingerPartitionRate: 50.5,
       jwtClockSkew: 30,
       jwtSecret: 'j',
       streamsSecret: 's',
@@ -787,6 +790,8 @@ describe('configFromEnv', () => {
     ['LAMBDACABLE_PING_INTERVAL', 'soon'],
     ['LAMBDACABLE_PING_INTERVAL', '0'],
     ['LAMBDACABLE_PINGER_TICK_MS', '0.5'],
+    ['LAMBDACABLE_PINGER_PARTITION_RATE', '0'],
+    ['LAMBDACABLE_PINGER_PARTITION_RATE', 'many'],
     ['LAMBDACABLE_PUBLIC_STREAMS', 'yes'],
     ['LAMBDACABLE_MAX_FRAME_BYTES', '1.5'],
     ['LAMBDACABLE_POST_RETRY_PASSES', '-1'],

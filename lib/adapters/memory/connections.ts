@@ -8,6 +8,7 @@ import type {
   SubscriberSlice,
   Subscription,
 } from '../../realtime/connections.js';
+import { bucketOf, MIN_BUCKETS } from '../../realtime/partitions.js';
 import { isSpread, MAX_SPREAD, shardOf, subscriberSortKey } from '../../realtime/spread.js';
 
 /** A subscription in a stream's shard, with its sort key (hash). */
@@ -24,25 +25,37 @@ interface Shard {
 
 /** An in-memory {@link ConnectionStore}. */
 export class MemoryConnectionStore implements ConnectionStore {
-  private readonly connections = new Map<string, { record: ConnectionRecord; changedAt: number }>();
+  private readonly connections = new Map<
+    string,
+    { record: ConnectionRecord; changedAt: number; bucket: number }
+  >();
   private readonly subscriptions = new Map<
     string,
-    Map<string, { subscription: Subscription; changedAt: number; shard: string }>
+    Map<string, { subscription: Subscription; changedAt: number; shard: string; bucket: number }>
   >();
   /** `<stream>#<shard>` → the shard's subscriptions, as `byStreamShard` holds them. */
   private readonly shards = new Map<string, Shard>();
   private readonly spreads = new Map<string, number>();
+  /** Bucket → the connection ids with a connection or subscription stored in it. */
+  private readonly byBucket = new Map<number, Set<string>>();
   private readonly clock: Clock;
+  private readonly buckets: () => Promise<number> | number;
 
-  /** `clock` dates the changes ({@link changesSince}). */
-  constructor(options: { clock?: Clock } = {}) {
+  /**
+   * `clock` dates the changes ({@link changesSince}); `buckets` is B for writes (as the
+   * DynamoDB store's option; it must never shrink), 8 by default.
+   */
+  constructor(options: { clock?: Clock; buckets?: () => Promise<number> | number } = {}) {
     this.clock = options.clock ?? systemClock;
+    this.buckets = options.buckets ?? (() => MIN_BUCKETS);
   }
 
   async putConnection(connection: ConnectionRecord): Promise<void> {
+    const bucket = await this.bucketOf(connection.connectionId);
     this.connections.set(connection.connectionId, {
       record: connection,
       changedAt: this.clock.now(),
+      bucket,
     });
   }
 
@@ -57,12 +70,14 @@ export class MemoryConnectionStore implements ConnectionStore {
   }
 
   async addSubscription(subscription: Subscription): Promise<boolean> {
+    // B first: what follows runs without a pause, so exactly one of concurrent adds wins.
+    const bucket = await this.bucketOf(subscription.connectionId);
     const subs = this.subscriptions.get(subscription.connectionId) ?? new Map();
     const key = `${subscription.stream}\u0000${subscription.identifier}`;
     if (subs.has(key)) return false;
     const spread = this.spreads.get(subscription.stream) ?? 1;
     const shardKey = `${subscription.stream}#${shardOf(subscription.connectionId, spread)}`;
-    subs.set(key, { subscription, changedAt: this.clock.now(), shard: shardKey });
+    subs.set(key, { subscription, changedAt: this.clock.now(), shard: shardKey, bucket });
     this.subscriptions.set(subscription.connectionId, subs);
     const shard = this.shards.get(shardKey) ?? { entries: new Map(), sorted: undefined };
     shard.entries.set(`${subscription.connectionId}\u0000${subscription.identifier}`, {
@@ -155,25 +170,31 @@ export class MemoryConnectionStore implements ConnectionStore {
     return shard.sorted;
   }
 
-  async *changesSince(sinceMs: number, pageSize = 100): AsyncIterable<ConnectionChange[]> {
-    const all: ConnectionChange[] = [
-      ...[...this.connections.values()].map(
-        (c): ConnectionChange => ({
-          kind: 'connection',
-          connection: c.record,
-          changedAt: c.changedAt,
-        }),
-      ),
-      ...[...this.subscriptions.values()].flatMap((subs) =>
-        [...subs.values()].map(
-          (s): ConnectionChange => ({
-            kind: 'subscription',
-            subscription: s.subscription,
-            changedAt: s.changedAt,
-          }),
-        ),
-      ),
-    ].filter((c) => c.changedAt >= sinceMs);
+  async *changesSince(
+    sinceMs: number,
+    pageSize = 100,
+    buckets?: readonly number[],
+  ): AsyncIterable<ConnectionChange[]> {
+    const all: ConnectionChange[] = [];
+    const add = (id: string, bucket: number | undefined) => {
+      const c = this.connections.get(id);
+      // Each item once: from its own bucket (an id is listed in every bucket it was written to).
+      if (c && c.changedAt >= sinceMs && (bucket === undefined || c.bucket === bucket)) {
+        all.push({ kind: 'connection', connection: c.record, changedAt: c.changedAt });
+      }
+      for (const s of this.subscriptions.get(id)?.values() ?? []) {
+        if (s.changedAt >= sinceMs && (bucket === undefined || s.bucket === bucket)) {
+          all.push({ kind: 'subscription', subscription: s.subscription, changedAt: s.changedAt });
+        }
+      }
+    };
+    if (buckets) {
+      for (const b of new Set(buckets)) for (const id of this.byBucket.get(b) ?? []) add(id, b);
+    } else {
+      for (const id of new Set([...this.connections.keys(), ...this.subscriptions.keys()])) {
+        add(id, undefined);
+      }
+    }
     for (let i = 0; i < all.length; i += pageSize) yield all.slice(i, i + pageSize);
   }
 
@@ -182,6 +203,16 @@ export class MemoryConnectionStore implements ConnectionStore {
     for (const placed of this.subscriptions.get(connectionId)?.values() ?? []) this.unplace(placed);
     this.connections.delete(connectionId);
     this.subscriptions.delete(connectionId);
+    for (const ids of this.byBucket.values()) ids.delete(connectionId);
     return removed;
+  }
+
+  /** The bucket a write of this connection goes to now; indexed for {@link changesSince}. */
+  private async bucketOf(connectionId: string): Promise<number> {
+    const bucket = bucketOf(connectionId, await this.buckets());
+    const ids = this.byBucket.get(bucket) ?? new Set<string>();
+    ids.add(connectionId);
+    this.byBucket.set(bucket, ids);
+    return bucket;
   }
 }

@@ -28,7 +28,9 @@ import type {
   SubscriberSlice,
   Subscription,
 } from '../../../realtime/connections.js';
+import { bucketOf, MIN_BUCKETS } from '../../../realtime/partitions.js';
 import { awsCall } from '../call.js';
+import { subscriptionKey, toChange, toConnection, toSubscription } from './connection-items.js';
 import { StreamShards } from './stream-shards.js';
 
 /**
@@ -40,20 +42,11 @@ export const STREAM_INDEX = 'byStreamShard';
 export const IDENTITY_INDEX = 'byIdentity';
 /**
  * The GSI over connection and subscription items by when they were stored or changed:
- * key (`bucket`, `since` ms), sharded into buckets, so that the pinger reads what changed
- * since its last read with a Query per bucket.
+ * key (`bucket` `b<n>`, `since` ms), sharded into buckets (`bucketOf`), so that the pinger
+ * reads what changed since its last read with a Query per bucket, and each pinger partition
+ * its own buckets.
  */
 export const BUCKET_INDEX = 'byBucket';
-/** Buckets of {@link BUCKET_INDEX}: spreads connection writes over index partitions. */
-export const CONNECTION_BUCKETS = 8;
-
-/** The bucket of a connection and of its subscriptions: a stable hash of its id. */
-export function connectionBucket(connectionId: string): string {
-  let h = 0;
-  for (let i = 0; i < connectionId.length; i++) h = (h * 31 + connectionId.charCodeAt(i)) | 0;
-  return `b${Math.abs(h) % CONNECTION_BUCKETS}`;
-}
-
 /** API Gateway closes every connection after 2 h; items outlive that by a margin, then expire. */
 const ITEM_TTL_SECONDS = 3 * 3600;
 
@@ -69,6 +62,11 @@ export interface DynamoConnectionStoreOptions {
    * @default 10000
    */
   readonly spreadCacheMs?: number;
+  /**
+   * Gives B, the number of buckets items are written to (the pinger layout's, which never
+   * shrinks: `cachedBuckets`). @default 8
+   */
+  readonly buckets?: () => Promise<number>;
 }
 
 /**
@@ -79,6 +77,7 @@ export interface DynamoConnectionStoreOptions {
  */
 export class DynamoConnectionStore implements ConnectionStore {
   private readonly shards: StreamShards;
+  private readonly buckets: () => Promise<number>;
 
   constructor(private readonly options: DynamoConnectionStoreOptions) {
     this.shards = new StreamShards({
@@ -89,18 +88,20 @@ export class DynamoConnectionStore implements ConnectionStore {
       cacheMs: options.spreadCacheMs ?? 10_000,
       itemTtlSeconds: ITEM_TTL_SECONDS,
     });
+    this.buckets = options.buckets ?? (async () => MIN_BUCKETS);
   }
 
   /** Throws {@link LimitExceededError} for a connection id or identity over its limit. */
   async putConnection(c: ConnectionRecord): Promise<void> {
     checkKeyBytes('connection id', c.connectionId, MAX_CONNECTION_ID_BYTES);
     checkKeyBytes('identity', c.identity, MAX_IDENTITY_BYTES);
+    const bucket = bucketOf(c.connectionId, await this.buckets());
     const item = marshall(
       {
         pk: `c#${c.connectionId}`,
         sk: 'c',
         connectionId: c.connectionId,
-        bucket: connectionBucket(c.connectionId),
+        bucket: `b${bucket}`,
         // Empty strings cannot be index keys: anonymous connections stay out of byIdentity.
         identity: c.identity || undefined,
         sid: c.sid,
@@ -165,6 +166,7 @@ export class DynamoConnectionStore implements ConnectionStore {
     s: Subscription,
     keys: { fanKey: string; fanSort: string },
   ): Promise<boolean> {
+    const bucket = bucketOf(s.connectionId, await this.buckets());
     const item = marshall(
       {
         pk: `c#${s.connectionId}`,
@@ -176,7 +178,7 @@ export class DynamoConnectionStore implements ConnectionStore {
         // Fan-out posts with it, without reading the connection item.
         endpoint: s.endpoint,
         ...keys,
-        bucket: connectionBucket(s.connectionId),
+        bucket: `b${bucket}`,
         since: Date.now(),
         expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
       },
@@ -302,13 +304,19 @@ export class DynamoConnectionStore implements ConnectionStore {
   }
 
   /**
-   * A Query per bucket of {@link BUCKET_INDEX} for `since >= sinceMs`, never a Scan. The
-   * index is eventually consistent: a write may show up a moment after it returned.
+   * A Query per bucket of {@link BUCKET_INDEX} for `since >= sinceMs`, never a Scan: the
+   * given buckets, or every one under the current B. The index is eventually consistent: a
+   * write may show up a moment after it returned.
    */
-  async *changesSince(sinceMs: number, pageSize = 100): AsyncIterable<ConnectionChange[]> {
+  async *changesSince(
+    sinceMs: number,
+    pageSize = 100,
+    buckets?: readonly number[],
+  ): AsyncIterable<ConnectionChange[]> {
+    const indexes = buckets ?? Array.from({ length: await this.buckets() }, (_, b) => b);
     // The buckets are read at once, pages yielded as they arrive: the pinger's first read
-    // of every item takes one bucket's time, not eight.
-    const buckets = Array.from({ length: CONNECTION_BUCKETS }, (_, b) =>
+    // of every item takes one bucket's time, not one per bucket.
+    const queries = indexes.map((b) =>
       this.query(`b${b}`, {
         IndexName: BUCKET_INDEX,
         KeyConditionExpression: '#bucket = :b AND #since >= :t',
@@ -318,11 +326,11 @@ export class DynamoConnectionStore implements ConnectionStore {
       })[Symbol.asyncIterator](),
     );
     const next = (b: number) => {
-      const step = buckets[b]!.next().then((result) => ({ b, result }));
+      const step = queries[b]!.next().then((result) => ({ b, result }));
       step.catch(() => undefined); // raced below; a later rejection is not unhandled
       return step;
     };
-    const pending = new Map(buckets.map((_, b) => [b, next(b)]));
+    const pending = new Map(queries.map((_, b) => [b, next(b)]));
     while (pending.size > 0) {
       const { b, result } = await Promise.race(pending.values());
       if (result.done) {
@@ -353,41 +361,4 @@ export class DynamoConnectionStore implements ConnectionStore {
   private call<T>(operation: string, id: string, fn: () => Promise<T>): Promise<T> {
     return awsCall(operation, this.options.tableName, [id], fn);
   }
-}
-
-function subscriptionKey(stream: string, identifier: string): string {
-  return `s#${stream}#${identifier}`;
-}
-
-function toConnection(row: Record<string, unknown>): ConnectionRecord {
-  return {
-    connectionId: String(row.connectionId),
-    identity: typeof row.identity === 'string' ? row.identity : '',
-    sid: String(row.sid ?? ''),
-    protocol: String(row.protocol ?? ''),
-    connectedAt: Number(row.connectedAt ?? 0),
-    ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
-    ...(row.refusal === 'token_expired' || row.refusal === 'unauthorized'
-      ? { refusal: row.refusal }
-      : {}),
-    ...(typeof row.pingInterval === 'number' ? { pingInterval: row.pingInterval } : {}),
-  };
-}
-
-function toSubscription(row: Record<string, unknown>): Subscription {
-  return {
-    connectionId: String(row.connectionId),
-    stream: String(row.stream),
-    identifier: String(row.identifier),
-    whisper: row.whisper === true,
-    ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
-  };
-}
-
-/** An item of {@link BUCKET_INDEX}: the connection item (`sk` `c`) or a subscription. */
-function toChange(row: Record<string, unknown>): ConnectionChange {
-  const changedAt = Number(row.since ?? 0);
-  return row.sk === 'c'
-    ? { kind: 'connection', connection: toConnection(row), changedAt }
-    : { kind: 'subscription', subscription: toSubscription(row), changedAt };
 }
