@@ -7,7 +7,14 @@ import { benchKeepalive } from './keepalive';
 import { benchCrowds, benchPathLatency } from './local-stack';
 import { benchPostCpu } from './post-cpu';
 import { benchRelay } from './relay';
-import { fanoutFigures, fanoutInputs, fanoutModel, localFigures } from './scale';
+import {
+  fanoutFigures,
+  fanoutInputs,
+  fanoutModel,
+  keepaliveFigures,
+  keepaliveModel,
+  localFigures,
+} from './scale';
 import { runLocalScale } from './scale-local';
 import { BENCH_SECRETS, sleep, startBenchStack } from './stack';
 import { print, printFigures } from './util';
@@ -129,6 +136,11 @@ if (postCpu && runs('scale')) {
     'Scale: one broadcast by fan-out tasks (modelled at AWS sizes)',
     fanoutFigures(inputs, fanout),
   );
+  const keepalive = keepaliveModel();
+  printFigures(
+    'Scale: keepalive by pinger partitions (modelled: the planner and partition scopes)',
+    keepaliveFigures(keepalive, inputs),
+  );
   const local = await runLocalScale({ subscribers: 10_000, frames: 4, ratePerSecond: 2_000 });
   printFigures(
     'Scale: 10,000 stand-in subscribers through the functions on the emulators, posts throttled',
@@ -140,6 +152,7 @@ if (postCpu && runs('scale')) {
     console.log(
       JSON.stringify({
         fanout,
+        keepalive,
         local: {
           subscribers,
           lastPostMs,

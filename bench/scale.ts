@@ -5,6 +5,7 @@ import {
   defaultGatewayConfig,
   type Fanout,
 } from '../lib/core';
+import { bucketOf, DEFAULT_LAYOUT, planLayout } from '../lib/realtime/partitions';
 import { spreadFor } from '../lib/realtime/spread';
 import {
   InProcessTaskRunner,
@@ -198,4 +199,70 @@ export function localFigures(local: LocalScaleResult): Figure[] {
       extra: `${local.duplicates} duplicated, ${local.outOfOrder} out of order`,
     },
   ];
+}
+
+/** One row of the keepalive model. */
+export interface KeepaliveRow {
+  readonly connections: number;
+  readonly pingInterval: number;
+  readonly invocationsPerMinute: number;
+  readonly maxPostsPerInvocation: number;
+}
+
+/**
+ * The pinger's partitions at each size: K from the planner the coordinator runs
+ * (`planLayout`, at the default `LAMBDACABLE_PINGER_PARTITION_RATE`), each partition a run
+ * of a minute, and the connections each keeps counted from the real `partitionScope` over as
+ * many connection ids (API Gateway-like, base64): the most pings one run posts in its minute
+ * is its share × 60 / `pi`. With no broadcast sparing any ping: the worst case.
+ */
+export function keepaliveModel(
+  sizes: readonly number[] = [10_000, 100_000, 1_000_000],
+  intervals: readonly number[] = [3, 30],
+): KeepaliveRow[] {
+  const rate = defaultGatewayConfig().pingerPartitionRate;
+  const rows: KeepaliveRow[] = [];
+  for (const connections of sizes) {
+    const ids = Array.from({ length: connections }, (_, i) =>
+      Buffer.from(`conn-${i}-${(i * 2654435761) >>> 0}`).toString('base64'),
+    );
+    for (const pingInterval of intervals) {
+      const layout = planLayout(DEFAULT_LAYOUT, connections / pingInterval, rate);
+      const kept = new Array<number>(layout.partitions).fill(0);
+      for (const id of ids) kept[bucketOf(id, layout.partitions)]!++;
+      const most = Math.max(...kept);
+      rows.push({
+        connections,
+        pingInterval,
+        invocationsPerMinute: layout.partitions,
+        maxPostsPerInvocation: Math.ceil((most * 60) / pingInterval),
+      });
+    }
+  }
+  return rows;
+}
+
+/** The human-readable table of the keepalive model. */
+export function keepaliveFigures(
+  rows: readonly KeepaliveRow[],
+  inputs: FanoutModelInputs,
+): Figure[] {
+  const rate = defaultGatewayConfig().pingerPartitionRate;
+  const pingerMb = memoryOf('pinger');
+  const cpuMs = cpuMsPerPost(inputs, pingerMb);
+  return rows.map((r) => {
+    const pingsPerSecond = r.connections / r.pingInterval;
+    const perRun = r.maxPostsPerInvocation / 60;
+    return {
+      name: `keepalive, ${r.connections.toLocaleString('en')} connections, pi=${r.pingInterval}`,
+      value: `${r.invocationsPerMinute} runs/min`,
+      reference: `${rate} pings/s per run`,
+      ratio: `${(perRun / rate).toFixed(2)}x`,
+      extra:
+        `at most ${r.maxPostsPerInvocation.toLocaleString('en')} pings per run-minute (${perRun.toFixed(0)}/s, ` +
+        `${((perRun * cpuMs) / 10).toFixed(0)}% of a ${pingerMb} MB run's CPU); ` +
+        `${Math.round(pingsPerSecond).toLocaleString('en')} pings/s in all = ` +
+        `${(pingsPerSecond / CONNECTIONS_QUOTA_PER_SECOND).toFixed(2)}x the default @connections quota`,
+    };
+  });
 }

@@ -12,8 +12,12 @@
  */
 /** The smallest (and the initial) number of buckets. */
 export const MIN_BUCKETS = 8;
-/** At most this many partitions (API Gateway's 10,000 posts/s quota is reached well before). */
-export const MAX_PARTITIONS = 256;
+/**
+ * At most this many partitions: 819,200 pings/s at the default rate, far past any account's
+ * `@connections` quota (10,000/s by default), so work per run stays bounded for any audience
+ * the quota lets exist.
+ */
+export const MAX_PARTITIONS = 4096;
 /**
  * A partition reads at most this many buckets per tick (a Query each): the next minute keeps
  * at least `B / 32` partitions, since B never shrinks.
@@ -131,7 +135,7 @@ export function estimateLoad(
 
 /**
  * The next minute's layout: K = the power of two at or above `load / rate` (pings per
- * second per partition), at least `B / 32` (bounded reads) and at most 256; B raised to 4K
+ * second per partition), at least `B / 32` (bounded reads) and at most 4,096; B raised to 4K
  * when under it, never lowered. Without a load (no report), the layout stays.
  */
 export function planLayout(

@@ -108,8 +108,8 @@ describe('partitions: the plan', () => {
     });
   });
 
-  it('stops at 256 partitions', () => {
-    expect(planLayout(DEFAULT_LAYOUT, 1e9, 200)).toEqual({ buckets: 1024, partitions: 256 });
+  it('stops at 4,096 partitions', () => {
+    expect(planLayout(DEFAULT_LAYOUT, 1e9, 200)).toEqual({ buckets: 16_384, partitions: 4096 });
   });
 
   it('keeps the layout when no report tells the load', () => {
