@@ -8,7 +8,13 @@ import {
   RemoteCommandEvent,
   UnknownEventTypeError,
 } from '../lib/core';
-import { delivery, runtime, codec as runtimeCodec, metrics as runtimeMetrics } from './runtime';
+import {
+  addFrameMetrics,
+  delivery,
+  runtime,
+  codec as runtimeCodec,
+  metrics as runtimeMetrics,
+} from './runtime';
 
 /**
  * No message of a batch starts with less time than this left (ms): a large audience's frame
@@ -64,13 +70,7 @@ export const handler = async (event: SQSEvent, context?: Context): Promise<SQSBa
   const failed = response.batchItemFailures.length;
   metrics.addMetric('consumedMessages', MetricUnit.Count, event.Records.length - failed);
   metrics.addMetric('failedMessages', MetricUnit.Count, failed);
-  // Every frame given up on is counted here and logged with its connection and stream.
-  const frames = fanout.takeCounts();
-  metrics.addMetric('deliveredFrames', MetricUnit.Count, frames.delivered);
-  metrics.addMetric('undeliveredFrames', MetricUnit.Count, frames.undelivered);
-  metrics.addMetric('retriedPosts', MetricUnit.Count, frames.retried);
-  metrics.addMetric('redeliveredFrames', MetricUnit.Count, frames.redelivered);
-  metrics.addMetric('goneConnections', MetricUnit.Count, frames.gone);
+  addFrameMetrics(metrics, fanout.takeCounts());
   metrics.publishStoredMetrics();
   return response;
 };

@@ -1,6 +1,5 @@
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { FanoutTask, FanoutTaskReport } from '../lib/core';
-import { delivery, metrics as runtimeMetrics } from './runtime';
+import { addFrameMetrics, delivery, metrics as runtimeMetrics } from './runtime';
 
 /**
  * One fan-out task, invoked by the broadcast consumer (or by another task) for a part of a
@@ -13,13 +12,7 @@ export const handler = async (task: FanoutTask): Promise<FanoutTaskReport> => {
   try {
     return await fanout.runTask(task);
   } finally {
-    // Every frame given up on is counted here and logged with its connection and stream.
-    const frames = fanout.takeCounts();
-    metrics.addMetric('deliveredFrames', MetricUnit.Count, frames.delivered);
-    metrics.addMetric('undeliveredFrames', MetricUnit.Count, frames.undelivered);
-    metrics.addMetric('retriedPosts', MetricUnit.Count, frames.retried);
-    metrics.addMetric('redeliveredFrames', MetricUnit.Count, frames.redelivered);
-    metrics.addMetric('goneConnections', MetricUnit.Count, frames.gone);
+    addFrameMetrics(metrics, fanout.takeCounts());
     metrics.publishStoredMetrics();
   }
 };

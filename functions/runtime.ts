@@ -6,7 +6,7 @@
  */
 
 import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics } from '@aws-lambda-powertools/metrics';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
@@ -44,6 +44,7 @@ import {
   composeRealtime,
   configFromEnv,
   type Delivery,
+  type DeliveryCounts,
   type Gateway,
   type GatewayConfig,
   PingerRuns,
@@ -154,6 +155,18 @@ function pingerLayouts(): DynamoPingerLayoutStore {
     ({ dynamodb, tables }) =>
       new DynamoPingerLayoutStore({ client: dynamodb, tableName: tables.connections }),
   );
+}
+
+/**
+ * The fan-out's frame counts as metrics (`broadcast` and `deliver` publish them): every frame
+ * given up on is counted in `undeliveredFrames` and logged with its connection and stream.
+ */
+export function addFrameMetrics(m: Metrics, frames: DeliveryCounts): void {
+  m.addMetric('deliveredFrames', MetricUnit.Count, frames.delivered);
+  m.addMetric('undeliveredFrames', MetricUnit.Count, frames.undelivered);
+  m.addMetric('retriedPosts', MetricUnit.Count, frames.retried);
+  m.addMetric('redeliveredFrames', MetricUnit.Count, frames.redelivered);
+  m.addMetric('goneConnections', MetricUnit.Count, frames.gone);
 }
 
 /** The connections table, the management API and the session cache, built once per instance. */
