@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Cable } from '@anycable/core';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { commitDemoBroadcast } from '../../infra/local/demo';
@@ -15,6 +16,7 @@ import {
   startLocalStack,
 } from '../../infra/local/stack';
 import type { RecordedCall } from '../../lib/adapters/aws/call-log';
+import { LambdaPingerInvoker } from '../../lib/aws';
 import { createConnectToken, signStreamName } from '../../lib/core';
 import { subscriberSortKey } from '../../lib/realtime/spread';
 import { anycableClients, collect, type Received, until } from '../helpers/cable';
@@ -365,6 +367,39 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     );
     expect(left.Item).toBeUndefined();
   }, 180_000);
+
+  it("starts a pinger partition's run with an asynchronous invoke (202), and the run reports after its first read", async () => {
+    const lambda = new LambdaClient({
+      endpoint: stack.env.LAMBDACABLE_LAMBDA_ENDPOINT,
+      region: LOCAL_REGION,
+      credentials: LOCAL_CREDENTIALS,
+    });
+    try {
+      // What the coordinator does for partitions 1..K-1 (here K = 2 of the 8 buckets).
+      await new LambdaPingerInvoker({
+        client: lambda,
+        functionName: 'lambdacable-local-pinger',
+      }).start({ partition: 1, partitions: 2, buckets: 8 });
+    } finally {
+      lambda.destroy();
+    }
+    const { GetItemCommand } = await import('@aws-sdk/client-dynamodb');
+    const table = stack.resources.tables.connections;
+    const reported = async () =>
+      (
+        await dynamodb.send(
+          new GetItemCommand({
+            TableName: table,
+            Key: { pk: { S: 'pinger' }, sk: { S: 'run#1' } },
+            ConsistentRead: true,
+          }),
+        )
+      ).Item;
+    await expect.poll(reported, { timeout: 30_000, interval: 250 }).toBeDefined();
+    const item = await reported();
+    expect(item?.partitions?.N).toBe('2');
+    expect(item?.partition?.N).toBe('1');
+  }, 60_000);
 });
 
 /** Opens a raw socket with the extended subprotocol and returns its first `count` frames. */
@@ -424,7 +459,7 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
   'pinger dynamodb:BatchWriteItem table/lambdacable-local-connections':
     'a ping answered 410 disconnects the connection',
   'pinger lambda:InvokeFunction function:lambdacable-local-pinger':
-    'the coordinator starts other partitions only past LAMBDACABLE_PINGER_PARTITION_RATE (test/unit/pinger-partitions.test.ts)',
+    'the coordinator starts other partitions only past LAMBDACABLE_PINGER_PARTITION_RATE (test/unit/pinger-partitions.test.ts); the same Invoke, from the test, starts a partition above',
   'pinger dynamodb:UpdateItem table/lambdacable-local-sessions':
     'a ping answered 410 finishes the session',
   'broadcast dynamodb:UpdateItem table/lambdacable-local-sessions':
