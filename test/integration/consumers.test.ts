@@ -243,6 +243,58 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     expect(seen!.offset).toBe(BigInt(JSON.parse(m!.Body!).offset));
   });
 
+  it('settles a message by the first of ack and nack, as Cadence: acked then thrown is done, nacked then returned is retried', async () => {
+    await env.publish('D', 'd1');
+    await env.publish('E', 'e1');
+    await env.relayAll();
+    const warnings: string[] = [];
+    const logger = { error: () => {}, warn: (m: string) => warnings.push(m) };
+    const handled: string[] = [];
+    const handler = async (m: ConsumedMessage) => {
+      handled.push(text(m.value));
+      if (text(m.value) === 'd1') {
+        await m.ack();
+        await m.nack('too late: the ack was first');
+        throw new Error('thrown after the ack');
+      }
+      if (text(m.value) === 'e1') {
+        await m.nack('not ready');
+        await m.ack();
+      }
+    };
+    const queue = env.queues.work!;
+    const seen: { id: string; body: string; failed: boolean }[] = [];
+    // fauxqs may hand out the two groups in separate receives.
+    for (let i = 0; i < 10 && handled.length < 2; i++) {
+      const run = await invokeOnSqs(env.sqs, queue, handler, {
+        group: 'work',
+        ackStore: acks,
+        logger,
+      });
+      for (const m of run.messages) {
+        seen.push({
+          id: m.MessageId!,
+          body: m.Body!,
+          failed: run.failedIds.has(m.MessageId!),
+        });
+      }
+    }
+    expect(handled.sort()).toEqual(['d1', 'e1']);
+    const byValue = (v: string) =>
+      seen.find((s) => text(Buffer.from(JSON.parse(s.body).payload, 'base64')) === v)!;
+    expect(byValue('d1').failed).toBe(false);
+    expect(byValue('e1').failed).toBe(true);
+    expect(warnings.some((w) => w.includes('was acked, then its handler threw'))).toBe(true);
+    expect(await acks.load('work', 'D')).toBe(BigInt(JSON.parse(byValue('d1').body).offset));
+    // After the visibility timeout only the nacked message comes back; the acked one is gone.
+    await new Promise((r) => setTimeout(r, 2_500));
+    const back = await receiveAll(env.sqs, queue.url);
+    expect(back.map((m) => m.Attributes?.MessageGroupId)).toEqual(['E']);
+    await env.sqs.send(
+      new DeleteMessageCommand({ QueueUrl: queue.url, ReceiptHandle: back[0]!.ReceiptHandle }),
+    );
+  });
+
   it('names a key SQS cannot take by its group id: the partition is the MessageGroupId', async () => {
     const key = 'chat room/ünïcode';
     await env.publish(key, 'k1');

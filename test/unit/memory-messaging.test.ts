@@ -129,6 +129,35 @@ describe('MemoryClient', () => {
     await expect(producer.publish({ key: 'k', value: bytes('x') })).rejects.toThrow(/closed/);
   });
 
+  it('settles a message by the first of ack and nack, as Cadence: an ack is final, so is a nack', async () => {
+    const client = new MemoryClient({
+      applications: { app: { topic: 't' } },
+      retry: { maxReceiveCount: 5, backoff: () => 0 },
+      pollIntervalMs: 5,
+    });
+    const consumer = client.newConsumer('app', 'g');
+    const producer = client.newProducer('app');
+    await producer.publish({ key: 'a', value: bytes('acked-first') });
+    await producer.publish({ key: 'b', value: bytes('nacked-first') });
+    await consumer.start();
+    const seen: string[] = [];
+    for await (const m of consumer.messages()) {
+      const v = text(m.value);
+      seen.push(v);
+      if (v === 'acked-first') {
+        await m.ack();
+        await m.nack('ignored');
+      } else {
+        await m.nack('retry');
+        await m.ack();
+      }
+      if (seen.length === 3) break;
+    }
+    await consumer.stop();
+    // The nacked message came back once; the acked one never did.
+    expect(seen.sort()).toEqual(['acked-first', 'nacked-first', 'nacked-first']);
+  });
+
   it('consumes with ack, retries a nack, dead-letters, and keeps other partitions flowing', async () => {
     const client = new MemoryClient({
       applications: { app: { topic: 't' } },

@@ -287,18 +287,17 @@ class MemoryConsumer implements Consumer {
   }
 
   private toMessage(queued: QueuedMessage): Message {
+    // The first of ack and nack settles the message (Cadence): a later call does nothing.
     const settle = () => this.inFlight.delete(queued);
     return {
       value: queued.value,
       partition: queued.key,
       offset: queued.offset,
       ack: async () => {
-        settle();
-        this.queue.ack(queued);
+        if (settle()) this.queue.ack(queued);
       },
       nack: async (reason?: unknown) => {
-        settle();
-        this.queue.nack(queued, reason);
+        if (settle()) this.queue.nack(queued, reason);
       },
     };
   }

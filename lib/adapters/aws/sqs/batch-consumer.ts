@@ -83,8 +83,11 @@ interface PartitionBatch {
 
 /**
  * Consumes one Lambda SQS FIFO batch: each record becomes a {@link Message} for
- * `handler`; a failure (throw or `nack`) fails only its own message group (Powertools
- * `SqsFifoPartialProcessorAsync` with `skipGroupOnError`).
+ * `handler`; a failure fails only its own message group (Powertools
+ * `SqsFifoPartialProcessorAsync` with `skipGroupOnError`). The first of `ack()` and
+ * `nack()` decides, as in Cadence: a message acked and then thrown from is done (logged,
+ * not retried); one nacked and then returned from is retried. A handler that calls
+ * neither acks by returning and nacks by throwing.
  *
  * With an `ackStore`, per partition: one read of the {@link AckState} before the batch
  * and one merged write after it. Offsets above the stored level are read into an
@@ -177,8 +180,9 @@ export async function consumeSqsBatch(
     if (batch.completed.has(offset)) return; // a second copy in this batch
     const hole = batch.state?.holes.has(offset) ?? false;
     if (!hole && isAcked(batch.state, offset)) return; // already handled: ack unhandled
-    let nacked: unknown;
-    let wasNacked = false;
+    // The first of ack() and nack() settles the message (Cadence: an ack is final); a
+    // return without either is an ack, a throw without either a nack.
+    let settled: { acked: true } | { acked: false; reason: unknown } | undefined;
     const message: ConsumedMessage = {
       value: envelope.payload,
       partition,
@@ -189,20 +193,25 @@ export async function consumeSqsBatch(
       headers: envelope.headers,
       timestamp: envelope.timestamp,
       receiveCount: Number(record.attributes.ApproximateReceiveCount ?? '1'),
-      ack: async () => {},
+      ack: async () => {
+        settled ??= { acked: true };
+      },
       nack: async (reason?: unknown) => {
-        wasNacked = true;
-        nacked = reason;
+        settled ??= { acked: false, reason: reason ?? 'nack' };
       },
     };
     try {
       await handler(message);
     } catch (error) {
-      wasNacked = true;
-      nacked = error;
+      if (settled?.acked) {
+        logger.warn(
+          `message ${record.messageId} was acked, then its handler threw (not retried): ${errorMessage(error)}`,
+        );
+      }
+      settled ??= { acked: false, reason: error };
     }
-    if (wasNacked) {
-      const error = new NackError(record.messageId, nacked ?? 'nack');
+    if (settled && !settled.acked) {
+      const error = new NackError(record.messageId, settled.reason);
       logger.error(error.message);
       throw error;
     }

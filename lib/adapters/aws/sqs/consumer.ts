@@ -144,6 +144,8 @@ export class SqsConsumer implements Consumer {
       receiveCount,
       ack: () => this.ack(id),
       nack: async (reason?: unknown) => {
+        // The first of ack and nack settles the message (Cadence): a later call does nothing.
+        if (!this.unsettled.has(id)) return;
         this.logger.error(`nack ${id}: ${errorMessage(reason)}`);
         await this.changeVisibility(id, this.backoff(receiveCount));
         this.settle(id);
