@@ -11,6 +11,7 @@ import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagem
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import {
   DELIVER_FUNCTION_VARIABLE,
   queueUrlVariable,
@@ -23,6 +24,9 @@ import {
 } from '../infra/deploy/definitions';
 import {
   ApiGatewayConnectionApi,
+  type ConsumedMessage,
+  consumeSqsBatch,
+  DynamoAckStore,
   DynamoBroker,
   DynamoConnectionStore,
   DynamoPingerLayoutStore,
@@ -38,6 +42,7 @@ import {
   AvroCodec,
   BROADCAST_TOPIC,
   type Broadcaster,
+  type Broker,
   ConfigError,
   cachedBuckets,
   composeDelivery,
@@ -47,6 +52,7 @@ import {
   type DeliveryCounts,
   type Gateway,
   type GatewayConfig,
+  LegacyBroker,
   PingerRuns,
   type Realtime,
   type SessionCache,
@@ -228,9 +234,13 @@ export function pingerRuns(): PingerRuns {
   });
 }
 
-/** The broker (history) over the fan-out, each built after what it uses. */
-function brokerOver(broadcaster: Broadcaster, sessions: SessionCache): DynamoBroker {
+/**
+ * The broker over the fan-out, each built after what it uses: history on DynamoDB, or
+ * AnyCable's broker-less mode when `LAMBDACABLE_BROKER=legacy`.
+ */
+function brokerOver(broadcaster: Broadcaster, sessions: SessionCache): Broker {
   const { dynamodb, tables, config } = runtime();
+  if (config.brokerAdapter === 'legacy') return new LegacyBroker({ broadcaster });
   return new DynamoBroker({
     client: dynamodb,
     historyTable: tables.history,
@@ -250,7 +260,7 @@ function postRetries(config: GatewayConfig) {
  * without the gateway. An audience over `LAMBDACABLE_FANOUT_TASK_SIZE` is delivered by
  * fan-out tasks, each an invocation of `deliver`.
  */
-export function delivery(): Delivery<DynamoBroker> {
+export function delivery(): Delivery<Broker> {
   return part('delivery', ({ config, logger }) => {
     const runner = new LambdaTaskRunner({
       client: lambda(),
@@ -267,7 +277,7 @@ export function delivery(): Delivery<DynamoBroker> {
 }
 
 /** The WebSocket side: fan-out, broker, gateway and pinger runs over one session cache. */
-export function realtime(): Realtime<DynamoBroker> {
+export function realtime(): Realtime<Broker> {
   return part('realtime', ({ config, logger }) =>
     composeRealtime({ ...adapters(), config, logger, ...postRetries(config) }, brokerOver),
   );
@@ -301,6 +311,42 @@ export function relay(): OutboxRelay {
       onSkipped: (reason, seq) => logger.error('outbox record skipped', { reason, seq }),
     });
   });
+}
+
+/**
+ * The Lambda handler of a consumer group declared in `infra/deploy/consumers.ts`: each SQS
+ * record becomes a {@link ConsumedMessage} for `handle` (`consumeSqsBatch`), with the group's
+ * ack state in the `acks` table when it declares `ackStore`, a nacked message's redelivery
+ * delayed by 2^receiveCount s (at most 900), and the `consumedMessages` and `failedMessages`
+ * metrics.
+ */
+export function consumer(
+  group: string,
+  handle: (message: ConsumedMessage) => Promise<void>,
+): (event: SQSEvent) => Promise<SQSBatchResponse> {
+  return async (event) => {
+    const { logger, sqs, queues, dynamodb, tables } = runtime();
+    const definition = consumerGroups.find((g) => g.name === group);
+    if (!definition) {
+      throw new ConfigError(`no consumer group named ${group} in infra/deploy/consumers.ts`, {
+        variable: 'consumerGroups',
+      });
+    }
+    const response = await consumeSqsBatch(event, handle, {
+      group,
+      ...(definition.ackStore
+        ? { ackStore: new DynamoAckStore({ client: dynamodb, tableName: tables.acks }) }
+        : {}),
+      logger,
+      visibility: { sqs, queueUrl: () => queues[group]! },
+    });
+    const m = metrics();
+    const failed = response.batchItemFailures.length;
+    m.addMetric('consumedMessages', MetricUnit.Count, event.Records.length - failed);
+    m.addMetric('failedMessages', MetricUnit.Count, failed);
+    m.publishStoredMetrics();
+    return response;
+  };
 }
 
 /** Writes broadcasts to the outbox (the log), never to SQS directly. */

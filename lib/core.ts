@@ -106,6 +106,8 @@ export {
   type Realtime,
 } from './realtime/compose.js';
 export {
+  BROKER_ADAPTERS,
+  type BrokerAdapter,
   configFromEnv,
   defaultGatewayConfig,
   type GatewayConfig,

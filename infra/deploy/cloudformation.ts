@@ -7,6 +7,7 @@
 import {
   BUCKET_INDEX,
   type ConsumerGroupDefinition,
+  DEFAULT_FUNCTION_TIMEOUT,
   DLQ_RETENTION_SECONDS,
   consumerGroups as defaultGroups,
   IDENTITY_INDEX,
@@ -170,6 +171,66 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   ],
 };
 
+/**
+ * The permissions of a consumer group's function: its own queue (the event source mapping
+ * and the nack back-off), the schema registry (to decode events), its ack items when it
+ * keeps ack state, and what its definition adds. The built-in `broadcast` has its own list.
+ */
+export function consumerPermissions(group: ConsumerGroupDefinition): readonly Permission[] {
+  const own = functionPermissions[group.name];
+  if (own) return own;
+  return [
+    { queues: [group.name], actions: CONSUME },
+    { table: 'schemas', actions: [GET] },
+    // The ack state of each partition: read before a batch, a conditional write after it.
+    ...(group.ackStore ? [{ table: 'acks' as const, actions: [GET, UPDATE] }] : []),
+    ...(group.permissions ?? []),
+  ];
+}
+
+/** Every function's permissions: the built-in functions and each consumer group's. */
+export function allFunctionPermissions(
+  groups: readonly ConsumerGroupDefinition[] = defaultGroups,
+): Readonly<Record<string, readonly Permission[]>> {
+  const out: Record<string, readonly Permission[]> = { ...functionPermissions };
+  for (const group of groups) if (group.handler) out[group.name] = consumerPermissions(group);
+  return out;
+}
+
+/** The visibility timeout of a group's queue: as declared, else 6 × its function's timeout. */
+export function visibilityTimeoutOf(group: ConsumerGroupDefinition): number {
+  return group.visibilityTimeout ?? 6 * (group.timeout ?? DEFAULT_FUNCTION_TIMEOUT);
+}
+
+/**
+ * The `functions` entries of the consumer groups that have a handler: each consumes its
+ * queue with partial batch responses, under its own role.
+ */
+export function consumerFunctions(
+  groups: readonly ConsumerGroupDefinition[] = defaultGroups,
+): Record<string, Json> {
+  const out: Record<string, Json> = {};
+  for (const group of groups) {
+    if (!group.handler) continue;
+    out[group.name] = {
+      handler: group.handler,
+      role: roleLogicalId(group.name),
+      ...(group.timeout ? { timeout: group.timeout } : {}),
+      ...(group.memorySize ? { memorySize: group.memorySize } : {}),
+      events: [
+        {
+          sqs: {
+            arn: { 'Fn::GetAtt': [queueLogicalIds(group.name).queue, 'Arn'] },
+            batchSize: group.batchSize ?? 10,
+            functionResponseType: 'ReportBatchItemFailures',
+          },
+        },
+      ],
+    };
+  }
+  return out;
+}
+
 /** Options of {@link cloudFormation}. */
 export interface CloudFormationOptions {
   /** Physical name prefix, `<service>-<stage>`. */
@@ -227,7 +288,7 @@ export function cloudFormation(options: CloudFormationOptions): {
         ContentBasedDeduplication: false,
         DeduplicationScope: 'messageGroup',
         FifoThroughputLimit: 'perMessageGroupId',
-        VisibilityTimeout: group.visibilityTimeout ?? 60,
+        VisibilityTimeout: visibilityTimeoutOf(group),
         RedrivePolicy: {
           deadLetterTargetArn: { 'Fn::GetAtt': [ids.dlq, 'Arn'] },
           maxReceiveCount: group.maxReceiveCount ?? 5,
@@ -245,7 +306,7 @@ export function cloudFormation(options: CloudFormationOptions): {
     },
   };
 
-  for (const [key, permissions] of Object.entries(functionPermissions)) {
+  for (const [key, permissions] of Object.entries(allFunctionPermissions(groups))) {
     Resources[roleLogicalId(key)] = role(key, permissions, options, groups);
   }
   return { Resources, Outputs };

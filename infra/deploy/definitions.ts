@@ -109,32 +109,18 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
   },
 };
 
-/** A consumer group: one SQS FIFO queue (and its DLQ) subscribed to topics. */
-export interface ConsumerGroupDefinition {
-  /** The group name; the queue is `<prefix>-<name>.fifo`. */
-  readonly name: string;
-  /** Topics whose events the relay sends to this group's queue. */
-  readonly topics: readonly string[];
-  /**
-   * Seconds a received message stays invisible; keep above the consumer's timeout.
-   * @default 60
-   */
-  readonly visibilityTimeout?: number;
-  /**
-   * Deliveries before a message moves to the DLQ.
-   * @default 5
-   */
-  readonly maxReceiveCount?: number;
-}
-
 export { BROADCAST_TOPIC };
 
-/** The built-in consumer groups. */
-export const consumerGroups: readonly ConsumerGroupDefinition[] = [
-  // Visibility: 6 × the broadcast function's 300 s timeout, as AWS advises for SQS triggers
-  // (a nack still comes back sooner: the consumer sets its own back-off).
-  { name: 'broadcast', topics: [BROADCAST_TOPIC], visibilityTimeout: 1800, maxReceiveCount: 5 },
-];
+// The consumer groups are declared in one place of their own.
+export {
+  type ConsumerGroupDefinition,
+  consumerGroups,
+  consumerGroupsFor,
+  exampleConsumerEnabled,
+} from './consumers';
+
+/** The default timeout of a function, in seconds (`provider.timeout` in serverless.yml). */
+export const DEFAULT_FUNCTION_TIMEOUT = 30;
 
 /** Physical table name. */
 export function tableName(prefix: string, table: TableName): string {

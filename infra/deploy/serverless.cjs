@@ -1,5 +1,6 @@
 // Bridges serverless.yml to the TypeScript definitions in infra/deploy/ (the one source of the
-// tables, queues and roles): `${file(./infra/deploy/serverless.cjs):resources}` and `:environment`.
+// tables, queues, roles and consumer functions): `${file(./infra/deploy/serverless.cjs):resources}`,
+// `:environment` and `:consumerFunctions`.
 // The Serverless Framework loads .cjs files with require(), so tsx compiles the TypeScript.
 const { require: tsxRequire } = require('tsx/cjs/api');
 
@@ -22,6 +23,9 @@ module.exports = async ({ resolveVariable }) => {
     prefix,
     resources: cfn.cloudFormation({ prefix, functionName: (key) => `${prefix}-${key}` }),
     environment,
+    // The functions of the consumer groups (infra/deploy/consumers.ts), merged into
+    // serverless.yml's `functions`.
+    consumerFunctions: cfn.consumerFunctions(),
   };
 };
 

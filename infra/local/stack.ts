@@ -10,7 +10,7 @@ import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 
 import { recordAwsCalls } from '../../lib/adapters/aws/call-log';
 import { LambdacableError } from '../../lib/core';
 import { queueUrlVariable, tableVariable } from '../deploy/cloudformation';
-import { consumerGroups, type TableName } from '../deploy/definitions';
+import { consumerGroupsFor, type TableName } from '../deploy/definitions';
 import { OFFLINE_HOOK_ERROR, packageProblem } from './offline/hook-check.mjs';
 import { createLocalResources, type LocalResources } from './resources';
 import {
@@ -35,6 +35,12 @@ const PREFIX = `${SERVICE}-${LOCAL_STAGE}`;
  * means any free one (picked again should another process take it before it is listened on).
  */
 export interface LocalStackOptions {
+  /**
+   * Whether the example consumer group `audit` runs (`LAMBDACABLE_EXAMPLE_CONSUMER`):
+   * `npm start` runs it; tests that do not ask for it skip its queue and invocations.
+   * @default false
+   */
+  readonly exampleConsumer?: boolean;
   /** WebSocket port. @default LAMBDACABLE_WS_PORT or 3001 */
   readonly wsPort?: number;
   /** HTTP port (broadcast API). @default LAMBDACABLE_HTTP_PORT or 3000 */
@@ -157,7 +163,14 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const clientConfig = { region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS };
     const dynamodb = new DynamoDBClient({ ...clientConfig, endpoint: dynamodbService.endpoint });
     const sqs = new SQSClient({ ...clientConfig, endpoint: sqsService.endpoint });
-    const resources = await createLocalResources({ dynamodb, sqs, prefix: PREFIX });
+    const example = options.exampleConsumer ?? false;
+    const groups = consumerGroupsFor({ LAMBDACABLE_EXAMPLE_CONSUMER: String(example) });
+    const resources = await createLocalResources({
+      dynamodb,
+      sqs,
+      prefix: PREFIX,
+      consumerGroups: groups,
+    });
 
     const base: Record<string, string> = {
       AWS_ACCESS_KEY_ID: LOCAL_CREDENTIALS.accessKeyId,
@@ -167,6 +180,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       LAMBDACABLE_DYNAMODB_ENDPOINT: dynamodbService.endpoint,
       LAMBDACABLE_SQS_ENDPOINT: sqsService.endpoint,
       LAMBDACABLE_SCHEDULE_PINGER: 'false',
+      // serverless.cjs and the functions declare the same consumer groups as the pollers here.
+      LAMBDACABLE_EXAMPLE_CONSUMER: String(example),
       // Its own build folder (a deploy never ships a local build) with source maps.
       LAMBDACABLE_BUILD_DIR: process.env.LAMBDACABLE_BUILD_DIR || '.esbuild-local',
       LAMBDACABLE_SOURCEMAPS: 'true',
@@ -176,7 +191,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     for (const table of Object.keys(resources.tables) as TableName[]) {
       base[tableVariable(table)] = resources.tables[table];
     }
-    for (const group of consumerGroups) {
+    for (const group of groups) {
       const queue = resources.queues[group.name];
       if (queue) base[queueUrlVariable(group.name)] = queue.url;
     }
@@ -227,7 +242,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     streamPoller.start();
     drains.push(() => streamPoller.stop());
-    for (const group of consumerGroups) {
+    for (const group of groups.filter((g) => g.handler)) {
       const queue = resources.queues[group.name]!;
       const functionName = `${PREFIX}-${group.name}`;
       const poller = new SqsPoller({
@@ -378,7 +393,11 @@ const OFFLINE_PRELOAD = pathToFileURL(join(here, 'offline', 'preload.mjs')).href
  * pollers and pinger loop invoke, one or two at a time, whose SDK calls would otherwise share
  * serverless-offline's one thread with the requests they make (a fan-out's posts).
  */
-const WORKER_FUNCTIONS = ['outboxRelay', 'pinger', ...consumerGroups.map((g) => g.name)].map(
+const WORKER_FUNCTIONS = [
+  'outboxRelay',
+  'pinger',
+  ...consumerGroupsFor({ LAMBDACABLE_EXAMPLE_CONSUMER: 'true' }).map((g) => g.name),
+].map(
   (fn) => `${PREFIX}-${fn}`,
 );
 

@@ -65,7 +65,11 @@ watchLaunchers(() => {
 });
 
 console.log('lambdacable: starting DynamoDB Local, fauxqs and serverless-offline on 127.0.0.1 ...');
-stack = await startLocalStack({ env });
+// The example consumer (functions/consumers/audit.ts) runs unless LAMBDACABLE_EXAMPLE_CONSUMER=false.
+stack = await startLocalStack({
+  env,
+  exampleConsumer: process.env.LAMBDACABLE_EXAMPLE_CONSUMER !== 'false',
+});
 const token = await createConnectToken(
   { sub: 'demo-user', ttlSeconds: 3600 },
   env.LAMBDACABLE_JWT_SECRET!,

@@ -108,12 +108,27 @@ export interface GatewayConfig {
    */
   readonly streamShardTarget: number;
   /**
+   * The broker behind the broadcast consumer (`LAMBDACABLE_BROKER`): `dynamodb` keeps stream
+   * history (epoch and offset in every frame, `history` requests answered); `legacy` is
+   * AnyCable's broker-less mode: frames go straight to the fan-out without epoch or offset,
+   * nothing is written to the history table, and `history` requests are rejected. Sessions
+   * are restored either way: they live in the session cache, not in the broker.
+   * @default 'dynamodb'
+   */
+  readonly brokerAdapter: BrokerAdapter;
+  /**
    * History and session limits (`LAMBDACABLE_HISTORY_LIMIT`, `LAMBDACABLE_HISTORY_TTL`,
    * `LAMBDACABLE_SESSIONS_TTL`).
    * @default {@link defaultBrokerConfig}
    */
   readonly broker: BrokerConfig;
 }
+
+/** The brokers `LAMBDACABLE_BROKER` selects. */
+export const BROKER_ADAPTERS = ['dynamodb', 'legacy'] as const;
+
+/** A broker {@link GatewayConfig.brokerAdapter} can name. */
+export type BrokerAdapter = (typeof BROKER_ADAPTERS)[number];
 
 /** The defaults of every setting. */
 export function defaultGatewayConfig(): GatewayConfig {
@@ -131,6 +146,7 @@ export function defaultGatewayConfig(): GatewayConfig {
     fanoutTaskSize: 500,
     fanoutRetryBudgetMs: 20_000,
     streamShardTarget: 10_000,
+    brokerAdapter: 'dynamodb',
     broker: defaultBrokerConfig(),
   };
 }
@@ -173,6 +189,7 @@ export function configFromEnv(env: Env): GatewayConfig {
     fanoutTaskSize: positive(env, 'LAMBDACABLE_FANOUT_TASK_SIZE', d.fanoutTaskSize, true),
     fanoutRetryBudgetMs: count(env, 'LAMBDACABLE_FANOUT_RETRY_BUDGET_MS', d.fanoutRetryBudgetMs),
     streamShardTarget: positive(env, 'LAMBDACABLE_STREAM_SHARD_TARGET', d.streamShardTarget, true),
+    brokerAdapter: oneOf(env, 'LAMBDACABLE_BROKER', BROKER_ADAPTERS, d.brokerAdapter),
     broker: {
       historyLimit: positive(env, 'LAMBDACABLE_HISTORY_LIMIT', d.broker.historyLimit, true),
       historyTtl: positive(env, 'LAMBDACABLE_HISTORY_TTL', d.broker.historyTtl, false),
@@ -192,6 +209,20 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
   throw new ConfigError(`${name} must be true or false, got: ${env[name]}`, { variable: name });
+}
+
+function oneOf<T extends string>(
+  env: Env,
+  name: string,
+  values: readonly T[],
+  fallback: T,
+): T {
+  const value = text(env, name)?.trim().toLowerCase();
+  if (value === undefined) return fallback;
+  if ((values as readonly string[]).includes(value)) return value as T;
+  throw new ConfigError(`${name} must be one of ${values.join(', ')}, got: ${env[name]}`, {
+    variable: name,
+  });
 }
 
 function positive(env: Env, name: string, fallback: number, integer: boolean): number {

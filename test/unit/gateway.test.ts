@@ -762,6 +762,7 @@ describe('configFromEnv', () => {
       LAMBDACABLE_FANOUT_TASK_SIZE: '200',
       LAMBDACABLE_FANOUT_RETRY_BUDGET_MS: '0',
       LAMBDACABLE_STREAM_SHARD_TARGET: '',
+      LAMBDACABLE_BROKER: 'Legacy',
       LAMBDACABLE_HISTORY_LIMIT: '10',
       LAMBDACABLE_HISTORY_TTL: '60',
       LAMBDACABLE_SESSIONS_TTL: '120',
@@ -782,6 +783,7 @@ describe('configFromEnv', () => {
       fanoutTaskSize: 200,
       fanoutRetryBudgetMs: 0,
       streamShardTarget: 10_000,
+      brokerAdapter: 'legacy',
       broker: { historyLimit: 10, historyTtl: 60, sessionsTtl: 120 },
     });
   });
@@ -799,6 +801,7 @@ describe('configFromEnv', () => {
     ['LAMBDACABLE_FANOUT_TASK_SIZE', '0'],
     ['LAMBDACABLE_FANOUT_RETRY_BUDGET_MS', 'long'],
     ['LAMBDACABLE_STREAM_SHARD_TARGET', '2.5'],
+    ['LAMBDACABLE_BROKER', 'redis'],
     ['LAMBDACABLE_HISTORY_LIMIT', '-1'],
   ])('throws a ConfigError naming %s=%s', (variable, value) => {
     const error = (() => {
