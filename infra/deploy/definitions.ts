@@ -109,8 +109,6 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
   },
 };
 
-export { BROADCAST_TOPIC };
-
 // The consumer groups are declared in one place of their own.
 export {
   type ConsumerGroupDefinition,
@@ -118,6 +116,7 @@ export {
   consumerGroupsFor,
   exampleConsumerEnabled,
 } from './consumers';
+export { BROADCAST_TOPIC };
 
 /** The default timeout of a function, in seconds (`provider.timeout` in serverless.yml). */
 export const DEFAULT_FUNCTION_TIMEOUT = 30;

@@ -397,9 +397,7 @@ const WORKER_FUNCTIONS = [
   'outboxRelay',
   'pinger',
   ...consumerGroupsFor({ LAMBDACABLE_EXAMPLE_CONSUMER: 'true' }).map((g) => g.name),
-].map(
-  (fn) => `${PREFIX}-${fn}`,
-);
+].map((fn) => `${PREFIX}-${fn}`);
 
 /**
  * Any free port for every service, for tests and benchmarks that must not clash with

@@ -211,12 +211,7 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false, got: ${env[name]}`, { variable: name });
 }
 
-function oneOf<T extends string>(
-  env: Env,
-  name: string,
-  values: readonly T[],
-  fallback: T,
-): T {
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
   const value = text(env, name)?.trim().toLowerCase();
   if (value === undefined) return fallback;
   if ((values as readonly string[]).includes(value)) return value as T;

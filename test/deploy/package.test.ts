@@ -178,3 +178,73 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     }
   });
 });
+
+describe('a consumer group of your own, declared in infra/deploy/consumers.ts (the example `audit`)', () => {
+  let packaged: PackagedService;
+  let resources: Record<string, Resource>;
+
+  beforeAll(async () => {
+    packaged = await packageService('ci', { LAMBDACABLE_EXAMPLE_CONSUMER: 'true' });
+    resources = packaged.template.Resources;
+  }, 240_000);
+
+  afterAll(async () => {
+    await packaged?.remove();
+  });
+
+  const statements = (role: string): { Action: string[]; Resource: unknown }[] =>
+    resources[role]!.Properties.Policies.flatMap(
+      (p: { PolicyDocument: { Statement: unknown[] } }) => p.PolicyDocument.Statement,
+    );
+
+  it('gets its function, fed by its own FIFO queue with a DLQ, with partial batch responses', () => {
+    const fn = resources.AuditLambdaFunction!;
+    expect(fn.Properties.Handler).toBe('functions/consumers/audit.handler');
+    expect(fn.Properties.Timeout).toBe(10);
+    expect(fn.Properties.Role).toEqual({ 'Fn::GetAtt': ['AuditRole', 'Arn'] });
+    expect(fn.Properties.Environment.Variables.LAMBDACABLE_QUEUE_AUDIT).toEqual({
+      Ref: 'AuditQueue',
+    });
+    const [, mapping] = Object.entries(resources).find(
+      ([, r]) =>
+        r.Type === 'AWS::Lambda::EventSourceMapping' &&
+        JSON.stringify(r.Properties.EventSourceArn).includes('AuditQueue'),
+    )!;
+    expect(mapping.Properties.FunctionName).toEqual({
+      'Fn::GetAtt': ['AuditLambdaFunction', 'Arn'],
+    });
+    expect(mapping.Properties.FunctionResponseTypes).toEqual(['ReportBatchItemFailures']);
+    const queue = resources.AuditQueue!.Properties;
+    expect(queue.QueueName).toBe('lambdacable-ci-audit.fifo');
+    // The default visibility: 6 × the function's timeout.
+    expect(queue.VisibilityTimeout).toBe(60);
+    expect(queue.RedrivePolicy).toEqual({
+      deadLetterTargetArn: { 'Fn::GetAtt': ['AuditDlq', 'Arn'] },
+      maxReceiveCount: 3,
+    });
+  });
+
+  it('routes the group topics to its queue, and gives its role its queue, the schemas and its ack items only', () => {
+    const relay = statements('OutboxRelayRole').find((s) => s.Action.includes('sqs:SendMessage'));
+    expect(relay?.Resource).toContainEqual({ 'Fn::GetAtt': ['AuditQueue', 'Arn'] });
+    const audit = statements('AuditRole');
+    const on = (resource: unknown) =>
+      audit
+        .filter((s) => JSON.stringify(s.Resource).includes(JSON.stringify(resource)))
+        .flatMap((s) => s.Action)
+        .sort();
+    expect(on({ 'Fn::GetAtt': ['AcksTable', 'Arn'] })).toEqual([
+      'dynamodb:GetItem',
+      'dynamodb:UpdateItem',
+    ]);
+    expect(on({ 'Fn::GetAtt': ['SchemasTable', 'Arn'] })).toEqual(['dynamodb:GetItem']);
+    expect(on({ 'Fn::GetAtt': ['AuditQueue', 'Arn'] })).toContain('sqs:ReceiveMessage');
+    expect(on({ 'Fn::GetAtt': ['BroadcastQueue', 'Arn'] })).toEqual([]);
+    const tablesReached = audit.flatMap(
+      (s) => JSON.stringify(s.Resource).match(/[A-Za-z]+Table/g) ?? [],
+    );
+    expect(new Set(tablesReached)).toEqual(new Set(['AcksTable', 'SchemasTable']));
+    // The broadcast consumer keeps no ack state: no grant on the acks table.
+    expect(JSON.stringify(statements('BroadcastRole'))).not.toContain('AcksTable');
+  });
+});

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { Cable } from '@anycable/core';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
+import { GetQueueAttributesCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { commitDemoBroadcast } from '../../infra/local/demo';
@@ -16,8 +17,15 @@ import {
   startLocalStack,
 } from '../../infra/local/stack';
 import type { RecordedCall } from '../../lib/adapters/aws/call-log';
-import { LambdaPingerInvoker } from '../../lib/aws';
-import { createConnectToken, signStreamName } from '../../lib/core';
+import { DynamoAckStore, DynamoSchemaRegistry, LambdaPingerInvoker } from '../../lib/aws';
+import {
+  AvroCodec,
+  BROADCAST_TOPIC,
+  BroadcastEvent,
+  createConnectToken,
+  signStreamName,
+} from '../../lib/core';
+import { encodeEnvelope } from '../../lib/messaging/envelope';
 import { subscriberSortKey } from '../../lib/realtime/spread';
 import { anycableClients, collect, type Received, until } from '../helpers/cable';
 import {
@@ -44,6 +52,8 @@ const callLog = join(tmpdir(), `lambdacable-e2e-calls-${process.pid}.jsonl`);
 
 let stack: LocalStack;
 let dynamodb: DynamoDBClient;
+/** What the functions logged in this run. */
+let output = '';
 /**
  * The port picked first for serverless-offline, held by another listener before serverless-
  * offline can listen on it (what happened in CI): the stack starts on ports picked again.
@@ -65,6 +75,11 @@ beforeAll(async () => {
     // A task of one subscriber: every broadcast to two or more goes through deliver tasks, so
     // the suite runs the large-audience path (the capacity test runs the inline one).
     env: { ...secrets, LAMBDACABLE_AWS_CALL_LOG: callLog, LAMBDACABLE_FANOUT_TASK_SIZE: '1' },
+    // Your own consumer, as declared in infra/deploy/consumers.ts: its test is below.
+    exampleConsumer: true,
+    onOutput: (text) => {
+      output += text;
+    },
     output: 'quiet',
     watch: false,
   });
@@ -439,6 +454,8 @@ function framesFor(url: string, ms: number, count = Number.POSITIVE_INFINITY): P
  * test allows these to stay unused and fails on any other unused grant.
  */
 const NOT_EXERCISED: Readonly<Record<string, string>> = {
+  'audit sqs:ChangeMessageVisibility lambdacable-local-audit.fifo':
+    'the nack back-off of your own consumer (test/integration/consumers.test.ts)',
   'broadcast sqs:ChangeMessageVisibility lambdacable-local-broadcast.fifo':
     'nack back-off and visibility heartbeats (test/integration/consumers.test.ts)',
   'broadcast dynamodb:Query table/lambdacable-local-history':
@@ -480,6 +497,84 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
     'a whisper answered 410 finishes the session',
 };
 
+describe('your own consumer (the example group `audit`, infra/deploy/consumers.ts)', () => {
+  it('gets every broadcast from its own queue, and keeps its ack state across a redelivery', async () => {
+    const stream = `audit/${Date.now()}`;
+    const response = await fetch(`${stack.httpUrl}/_broadcast`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secrets.LAMBDACABLE_BROADCAST_KEY}` },
+      body: JSON.stringify({ stream, data: JSON.stringify({ audited: true }) }),
+    });
+    expect(response.status).toBe(201);
+    const lines = () =>
+      output
+        .split('\n')
+        .filter((l) => l.includes('"audit broadcast"') && l.includes(`"stream":"${stream}"`))
+        .map((l) => JSON.parse(l.slice(l.indexOf('{'))) as Record<string, unknown>);
+    await expect.poll(() => lines().length, { timeout: 30_000, interval: 250 }).toBe(1);
+    const [entry] = lines();
+    const partition = String(entry!.partition);
+    const offset = BigInt(String(entry!.offset));
+    // Its ack state is in the acks table: the level is the handled offset.
+    const acks = new DynamoAckStore({ client: dynamodb, tableName: stack.resources.tables.acks });
+    await expect.poll(() => acks.load('audit', partition), { timeout: 10_000 }).toBe(offset);
+
+    // The same message again, as SQS would hand it out after a relay resend past its
+    // 5-minute deduplication window: the ack state acks it without a second audit line.
+    const queue = stack.resources.queues.audit!;
+    const body = encodeEnvelope(
+      {
+        id: String(entry!.id),
+        topic: BROADCAST_TOPIC,
+        key: partition,
+        type: BroadcastEvent.name,
+        headers: {},
+        payload: await new AvroCodec(
+          new DynamoSchemaRegistry({ client: dynamodb, tableName: stack.resources.tables.schemas }),
+        ).encode(BroadcastEvent, { stream, data: JSON.stringify({ audited: true }) }),
+        timestamp: Date.now(),
+      },
+      offset,
+    );
+    const sqs = new SQSClient({
+      endpoint: stack.sqsEndpoint,
+      region: LOCAL_REGION,
+      credentials: LOCAL_CREDENTIALS,
+    });
+    try {
+      await sqs.send(
+        new SendMessageCommand({
+          QueueUrl: queue.url,
+          MessageBody: body,
+          MessageGroupId: partition,
+          MessageDeduplicationId: `redelivery-${entry!.id}`,
+        }),
+      );
+      // Consumed (the queue drains) without the handler: still one line.
+      const depth = async () => {
+        const out = await sqs.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: queue.url,
+            AttributeNames: [
+              'ApproximateNumberOfMessages',
+              'ApproximateNumberOfMessagesNotVisible',
+            ],
+          }),
+        );
+        return (
+          Number(out.Attributes?.ApproximateNumberOfMessages ?? 0) +
+          Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0)
+        );
+      };
+      await expect.poll(depth, { timeout: 20_000, interval: 250 }).toBe(0);
+      expect(lines()).toHaveLength(1);
+      expect(await acks.load('audit', partition)).toBe(offset);
+    } finally {
+      sqs.destroy();
+    }
+  }, 60_000);
+});
+
 // Last in this file: it reads the calls every test above made.
 describe('IAM roles of the generated template, against every AWS call of this run', () => {
   it('allows every call each function made with its own role, and grants nothing else', async () => {
@@ -488,7 +583,7 @@ describe('IAM roles of the generated template, against every AWS call of this ru
       .filter(Boolean)
       .map((line) => JSON.parse(line) as RecordedCall);
     // The stage is the local one, so physical names match those the calls used.
-    const packaged = await packageService(LOCAL_STAGE);
+    const packaged = await packageService(LOCAL_STAGE, { LAMBDACABLE_EXAMPLE_CONSUMER: 'true' });
     try {
       const { template } = packaged;
       const fns = functionsOf(template);
