@@ -31,6 +31,27 @@ describe('MemoryBroker', () => {
   });
 });
 
+describe('MemoryBroker epochs (AnyCable Memory.GetEpoch / SetEpoch, per stream)', () => {
+  it('reads a stream epoch, and a set epoch makes history under the old one fail while offsets go on', async () => {
+    const b = new RecordingBroadcaster();
+    const broker = new MemoryBroker({ broadcaster: b });
+    expect(broker.getEpoch('s')).toBeUndefined();
+    await broker.handleBroadcast({ stream: 's', data: 'one' });
+    const first = broker.getEpoch('s')!;
+    expect(b.messages.at(-1)).toMatchObject({ epoch: first, offset: 1 });
+    broker.setEpoch('s', 'e2');
+    expect(broker.getEpoch('s')).toBe('e2');
+    await expect(broker.historyFrom('s', first, 0)).rejects.toBeInstanceOf(HistoryError);
+    await broker.handleBroadcast({ stream: 's', data: 'two' });
+    expect(b.messages.at(-1)).toMatchObject({ epoch: 'e2', offset: 2 });
+    expect((await broker.historyFrom('s', 'e2', 1)).map((m) => m.data)).toEqual(['two']);
+    // A stream given an epoch before its first broadcast starts at offset 1 under it.
+    broker.setEpoch('t', 'fixed');
+    await broker.handleBroadcast({ stream: 't', data: 'x' });
+    expect(b.messages.at(-1)).toMatchObject({ stream: 't', epoch: 'fixed', offset: 1 });
+  });
+});
+
 describe('StreamsTracker', () => {
   it('says isNew only for the first add and isLast only for the last remove', () => {
     const t = new StreamsTracker();

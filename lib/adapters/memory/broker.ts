@@ -122,6 +122,25 @@ export class MemoryBroker extends SessionKeeping implements Broker {
       .map((m) => toStreamMessage(stream, s.meta.epoch, m));
   }
 
+  /**
+   * The epoch of `stream`, `undefined` before its first broadcast (AnyCable `Memory.GetEpoch`;
+   * epochs are per stream here, as in the history table).
+   */
+  getEpoch(stream: string): string | undefined {
+    return this.streams.get(stream)?.meta.epoch;
+  }
+
+  /**
+   * Sets the epoch of `stream` (AnyCable `Memory.SetEpoch`, per stream): offsets go on, and a
+   * client that asks for history under the old epoch is refused and starts over. For tests
+   * that need a known epoch, and for a restore from a snapshot.
+   */
+  setEpoch(stream: string, epoch: string): void {
+    const s = this.streams.get(stream);
+    if (s) s.meta = { epoch, lastOffset: s.meta.lastOffset };
+    else this.streams.set(stream, { meta: { epoch, lastOffset: 0 }, messages: [] });
+  }
+
   async lastBroadcastAt(streams: readonly string[]): Promise<Map<string, number>> {
     const out = new Map<string, number>();
     for (const name of streams) {
