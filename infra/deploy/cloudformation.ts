@@ -69,7 +69,12 @@ export type Permission =
   | { readonly relayFailures: true }
   | { readonly manageConnections: true }
   /** `lambda:InvokeFunction` on these functions (keys in `serverless.yml`). */
-  | { readonly invoke: readonly string[] };
+  | { readonly invoke: readonly string[] }
+  /**
+   * Actions on resources of your own (ARNs or intrinsic functions such as
+   * `{ 'Fn::GetAtt': ['OrdersTable', 'Arn'] }`), for a consumer group's handler.
+   */
+  | { readonly actions: readonly string[]; readonly resources: readonly Json[] };
 
 const GET = 'dynamodb:GetItem';
 const PUT = 'dynamodb:PutItem';
@@ -376,6 +381,9 @@ function statement(
   groups: readonly ConsumerGroupDefinition[],
   options: CloudFormationOptions,
 ): Json | Json[] {
+  if ('resources' in p) {
+    return { Effect: 'Allow', Action: [...p.actions], Resource: [...p.resources] };
+  }
   if ('invoke' in p) {
     return {
       Effect: 'Allow',
