@@ -91,7 +91,14 @@ Broadcast to it, over HTTP:
     -d '{"stream":"demo","data":"{\\"text\\":\\"hello\\"}"}'
 or from a service transaction:
   npm run demo:publish -- --stream demo --data '{"text":"hello"}'
-
+${
+  stack.resources.queues.audit
+    ? `
+Your own consumer, by example: every broadcast also reaches the group "audit"
+(functions/consumers/audit.ts), which logs an "audit broadcast" line for it.
+`
+    : ''
+}
 Ctrl-C stops everything.`);
 
 /**
