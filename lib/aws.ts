@@ -42,6 +42,12 @@ export {
   DynamoPingerLayoutStore,
   type DynamoPingerLayoutStoreOptions,
 } from './adapters/aws/dynamodb/pinger-layout.js';
+export {
+  parseRelayFailure,
+  type RelayFailure,
+  type StreamFailureRecord,
+  streamFailureRecord,
+} from './adapters/aws/dynamodb/relay-failure.js';
 export { DynamoSchemaRegistry } from './adapters/aws/dynamodb/schema-registry.js';
 export {
   DynamoSessionCache,
@@ -73,12 +79,6 @@ export {
   type OutboxRelayOptions,
   type RelayResult,
 } from './adapters/aws/sqs/relay.js';
-export {
-  parseRelayFailure,
-  type RelayFailure,
-  type StreamFailureRecord,
-  streamFailureRecord,
-} from './adapters/aws/dynamodb/relay-failure.js';
 export {
   type RelayReplayOptions,
   type RelayReplayReport,

@@ -142,7 +142,14 @@ export async function replayRelayFailure(
   }
   if (missing.length > 0) problems.push(`${missing.length} event(s) missing from the outbox`);
   if (options.dryRun) {
-    return { ...base, outcome: 'dry-run', replayed: events, missing, detail: problems.join('; ') };
+    const outcome = problems.length === 0 ? 'dry-run' : 'incomplete';
+    return {
+      ...base,
+      outcome,
+      replayed: events,
+      missing,
+      detail: problems.join('; ') || undefined,
+    };
   }
 
   const sent = await relayInOrder(found, options);
@@ -196,7 +203,10 @@ async function relayInOrder(
     if (at > 0) attempts = 0;
     attempts++;
     if (attempts >= maxAttempts) {
-      return { count: done, error: `relay failed ${attempts} times from sequence number ${failed}` };
+      return {
+        count: done,
+        error: `relay failed ${attempts} times from sequence number ${failed}`,
+      };
     }
     await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempts)));
   }
