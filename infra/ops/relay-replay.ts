@@ -177,7 +177,7 @@ try {
 }
 
 const done = reports.filter((r) => r.outcome === 'replayed' || r.outcome === 'dry-run');
-const sent = reports.reduce((n, r) => n + (r.outcome === 'dry-run' ? 0 : r.replayed.length), 0);
+const sent = args['dry-run'] ? 0 : reports.reduce((n, r) => n + r.replayed.length, 0);
 if (!args.json) {
   console.log(
     `${reports.length} record(s): ${done.length} ${args['dry-run'] ? 'readable' : 'replayed'}, ${reports.length - done.length} kept; ${sent} event(s) relayed`,

@@ -54,7 +54,8 @@ export interface MissingEvent {
  * every item found in the outbox and every event relayed (only then is the failure record
  * done with); `incomplete` when something is missing or was not sent; `trimmed` when the
  * stream no longer holds the range; `malformed` for a record that names no range;
- * `dry-run` when nothing was sent.
+ * `dry-run` when nothing was sent and all would have been (a dry run that finds something
+ * missing is `incomplete`).
  */
 export interface RelayReplayReport {
   readonly outcome: 'replayed' | 'incomplete' | 'trimmed' | 'malformed' | 'dry-run';
