@@ -11,13 +11,16 @@ import {
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, inject, it } from 'vitest';
 import { sendToRelayFailures } from '../../infra/local/relay-failures';
+import { sqsEventOf } from '../../infra/local/sqs-poller';
 import {
+  consumeSqsBatch,
   OutboxProducer,
   parseRelayFailure,
   type RelayReplayOptions,
   replayRelayFailures,
 } from '../../lib/aws';
 import { BROADCAST_TOPIC, decodeEnvelope } from '../../lib/core';
+import { MemoryAckStore } from '../../lib/testing';
 import { testResources } from '../helpers/aws';
 import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
 
@@ -109,7 +112,7 @@ async function relayUntilGivenUp(env: Env, relay: ReturnType<typeof relayFor>) {
     },
   );
   await drain();
-  return { sequenceOf, bodies };
+  return { sequenceOf, bodies, drain };
 }
 
 function replayOptions(env: Env, routes: Record<string, string[]>): RelayReplayOptions {
@@ -258,6 +261,51 @@ describe('replaying relay failures (DynamoDB Local + fauxqs)', () => {
     // Nothing was deleted: all three records are back in the queue for a later run.
     const left = await receiveAll(env.sqs, env.relayFailuresUrl!);
     expect(left).toHaveLength(3);
+  });
+});
+
+describe('replay and a consumer with an ack store (a documented limit)', () => {
+  it('acks unhandled a replayed event whose key went on: its offset is below the ack level and no hole', async () => {
+    const env = await testResources('replay-acks', [{ name: 'audit', topics: ['orders'] }]);
+    const audit = env.queues.audit!;
+    const routes = { orders: [audit.url] };
+    const [first] = await publish(env, 'orders', 1, ['k']);
+    let broken = true;
+    const { drain, sequenceOf } = await relayUntilGivenUp(
+      env,
+      relayFor(
+        failingTo(env.sqs, audit.url, 0, () => broken),
+        routes,
+      ),
+    );
+    broken = false;
+    // The shard went on: the key's next event is relayed and handled first.
+    const [later] = await publish(env, 'orders', 1, ['k']);
+    await drain();
+    const acks = new MemoryAckStore();
+    const handled: string[] = [];
+    const consume = async () => {
+      const got = await receiveAll(env.sqs, audit.url);
+      await consumeSqsBatch(sqsEventOf(got, audit.arn), async (m) => void handled.push(m.id), {
+        group: 'audit',
+        ackStore: acks,
+        logger: { error: () => {}, warn: () => {} },
+      });
+      return got.length;
+    };
+    expect(await consume()).toBe(1);
+    expect(handled).toEqual([later!.id]);
+
+    const reports = await replayRelayFailures({
+      ...replayOptions(env, routes),
+      sqs: env.sqs,
+      queueUrl: env.relayFailuresUrl!,
+    });
+    expect(reports.map((r) => r.replayed.map((e) => e.id))).toEqual([[first!.id]]);
+    expect(BigInt(sequenceOf.get(first!.id)!)).toBeLessThan(BigInt(sequenceOf.get(later!.id)!));
+    // Delivered, and acked without its handler: README, "Replaying relay failures".
+    expect(await consume()).toBe(1);
+    expect(handled).toEqual([later!.id]);
   });
 });
 
