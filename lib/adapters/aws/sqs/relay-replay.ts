@@ -166,7 +166,8 @@ export async function replayRelayFailure(
 
 /**
  * Relays `records` in order, each retried from the first one not sent as Lambda would;
- * returns how many were sent before the first that never was.
+ * returns how many were handed over before the first that never was sent (those the relay
+ * skips among them are counted, and make it an error).
  */
 async function relayInOrder(
   records: readonly DynamoDBRecord[],
@@ -175,6 +176,7 @@ async function relayInOrder(
   const maxAttempts = options.maxAttempts ?? 5;
   let done = 0;
   let attempts = 0;
+  let skipped = 0;
   while (done < records.length) {
     const batch = records.slice(done, done + RELAY_BATCH);
     let result: RelayResult;
@@ -190,11 +192,10 @@ async function relayInOrder(
         return { count: done, error: `relay failed: ${(error as Error).message}` };
       }
     }
-    if (result.skipped > 0) {
-      return { count: done, error: `the relay skipped ${result.skipped} record(s)` };
-    }
     const failed = result.batchItemFailures[0]?.itemIdentifier;
     if (failed === undefined) {
+      // The relay sent the rest of a batch around a record it skips (one it can never send).
+      skipped += result.skipped;
       done += batch.length;
       attempts = 0;
       continue;
@@ -211,7 +212,10 @@ async function relayInOrder(
     }
     await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempts)));
   }
-  return { count: done, error: undefined };
+  return {
+    count: done,
+    error: skipped > 0 ? `the relay skipped ${skipped} record(s) it cannot send` : undefined,
+  };
 }
 
 /** Options of {@link replayRelayFailures}. */
