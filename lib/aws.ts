@@ -1,7 +1,8 @@
 /**
  * `lambdacable/aws`: the adapters on the AWS SDK v3: DynamoDB outbox, producer, schema
  * registry, broker, connections and ack store; the SQS relay and consumers; the API Gateway
- * management API; the pinger's layout store and its Lambda invoker.
+ * management API; the pinger's layout store and its Lambda invoker; the replay of relay
+ * failures.
  */
 export {
   ApiGatewayConnectionApi,
@@ -41,6 +42,12 @@ export {
   DynamoPingerLayoutStore,
   type DynamoPingerLayoutStoreOptions,
 } from './adapters/aws/dynamodb/pinger-layout.js';
+export {
+  parseRelayFailure,
+  type RelayFailure,
+  type StreamFailureRecord,
+  streamFailureRecord,
+} from './adapters/aws/dynamodb/relay-failure.js';
 export { DynamoSchemaRegistry } from './adapters/aws/dynamodb/schema-registry.js';
 export {
   DynamoSessionCache,
@@ -72,3 +79,10 @@ export {
   type OutboxRelayOptions,
   type RelayResult,
 } from './adapters/aws/sqs/relay.js';
+export {
+  type RelayReplayOptions,
+  type RelayReplayReport,
+  type ReplayRelayFailuresOptions,
+  replayRelayFailure,
+  replayRelayFailures,
+} from './adapters/aws/sqs/relay-replay.js';

@@ -12,6 +12,7 @@ import {
   consumerGroups as defaultGroups,
   IDENTITY_INDEX,
   queueNames,
+  relayFailuresQueueName,
   STREAM_INDEX,
   type TableName,
   tableName,
@@ -306,7 +307,7 @@ export function cloudFormation(options: CloudFormationOptions): {
   Resources[RELAY_FAILURES_QUEUE] = {
     Type: 'AWS::SQS::Queue',
     Properties: {
-      QueueName: `${options.prefix}-relay-failures`,
+      QueueName: relayFailuresQueueName(options.prefix),
       MessageRetentionPeriod: DLQ_RETENTION_SECONDS,
     },
   };

@@ -131,5 +131,13 @@ export function queueNames(prefix: string, group: string): { queue: string; dlq:
   return { queue: `${prefix}-${group}.fifo`, dlq: `${prefix}-${group}-dlq.fifo` };
 }
 
+/**
+ * Physical name of the standard queue that receives the stream relay's on-failure records
+ * (Lambda's metadata of a batch it gave up): what `npm run relay:replay` reads.
+ */
+export function relayFailuresQueueName(prefix: string): string {
+  return `${prefix}-relay-failures`;
+}
+
 /** DLQ retention: the SQS maximum, 14 days, so a failure can be inspected. */
 export const DLQ_RETENTION_SECONDS = 1_209_600;

@@ -12,6 +12,7 @@ import {
   DLQ_RETENTION_SECONDS,
   consumerGroups as defaultGroups,
   queueNames,
+  relayFailuresQueueName,
   type TableName,
   tableName,
   tables,
@@ -33,11 +34,13 @@ export interface LocalResources {
   readonly queues: Readonly<Record<string, LocalQueue>>;
   /** The outbox table's stream ARN. */
   readonly outboxStreamArn: string | undefined;
+  /** The relay failures queue (the stream relay's on-failure destination), with an SQS client. */
+  readonly relayFailuresUrl: string | undefined;
 }
 
 /**
  * Creates every table of `infra/` and, when an SQS client is given, every consumer group
- * queue with its DLQ, on the given clients. Idempotent: existing resources are kept.
+ * queue with its DLQ and the relay failures queue, on the given clients. Idempotent: existing resources are kept.
  */
 export async function createLocalResources(options: {
   dynamodb: DynamoDBClient;
@@ -54,12 +57,17 @@ export async function createLocalResources(options: {
     if (table === 'outbox') outboxStreamArn = arn;
   }
   const queues: Record<string, LocalQueue> = {};
+  let relayFailuresUrl: string | undefined;
   if (options.sqs) {
     for (const group of options.consumerGroups ?? defaultGroups) {
       queues[group.name] = await createGroupQueue(options.sqs, prefix, group);
     }
+    // As infra/deploy/cloudformation.ts defines it: a standard queue, 14 days.
+    relayFailuresUrl = await createQueue(options.sqs, relayFailuresQueueName(prefix), {
+      MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),
+    });
   }
-  return { tables: names, queues, outboxStreamArn };
+  return { tables: names, queues, outboxStreamArn, relayFailuresUrl };
 }
 
 async function createTable(

@@ -12,6 +12,7 @@ import { LambdacableError } from '../../lib/core';
 import { queueUrlVariable, tableVariable } from '../deploy/cloudformation';
 import { consumerGroupsFor, type TableName } from '../deploy/definitions';
 import { OFFLINE_HOOK_ERROR, packageProblem } from './offline/hook-check.mjs';
+import { sendToRelayFailures } from './relay-failures';
 import { createLocalResources, type LocalResources } from './resources';
 import {
   freePort,
@@ -214,9 +215,21 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       streams,
       streamArn,
       // serverless.yml's event source mapping: batchSize 100, TRIM_HORIZON (the tables are
-      // new each run, so nothing older is replayed).
+      // new each run, so nothing older is replayed), 100 retries, then the batch's metadata
+      // goes to the relay failures queue (`npm run relay:replay` relays it again).
       batchSize: 100,
       start: 'TRIM_HORIZON',
+      maxRetryAttempts: RELAY_MAX_RETRY_ATTEMPTS,
+      ...(resources.relayFailuresUrl
+        ? {
+            onFailure: sendToRelayFailures({
+              sqs,
+              queueUrl: resources.relayFailuresUrl,
+              streamArn,
+              functionName: relayFunction,
+            }),
+          }
+        : {}),
       idleMs: STREAM_IDLE_MS,
       handler: async (records) => {
         const invoked = performance.now();
@@ -310,6 +323,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
  * Local about 6% and 5% of a core at 100 ms, 9% and 7% at 50 ms, 3% and 3% at 250 ms.
  */
 const STREAM_IDLE_MS = 100;
+/** serverless.yml's `maximumRetryAttempts` of the outbox stream. */
+const RELAY_MAX_RETRY_ATTEMPTS = 100;
 /** How long stopping waits for in-flight invocations of the pollers before it goes on. */
 const DRAIN_TIMEOUT_MS = 5_000;
 /** How long serverless-offline has to halt after SIGTERM before it gets SIGKILL. */

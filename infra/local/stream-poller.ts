@@ -38,10 +38,15 @@ export interface StreamPollerOptions {
   readonly retryDelayMs?: number;
   /**
    * Called with the records given up after `maxRetryAttempts` (Lambda's on-failure
-   * destination); the shard then goes on after them.
+   * destination), their shard and how many times the batch was invoked; the shard then goes
+   * on after them.
    * @default logs them
    */
-  readonly onFailure?: (records: DynamoDBRecord[], reason: unknown) => Promise<void> | void;
+  readonly onFailure?: (
+    records: DynamoDBRecord[],
+    reason: unknown,
+    batch: { readonly shardId: string; readonly invokeCount: number },
+  ) => Promise<void> | void;
   /** Logs handler failures. @default console */
   readonly logger?: Pick<Console, 'error' | 'info'>;
 }
@@ -186,7 +191,7 @@ export class StreamPoller {
           `${shardId}: giving up ${given.length} records after ${max} retries from ${at}`,
           reason,
         );
-        await this.options.onFailure?.(given, reason);
+        await this.options.onFailure?.(given, reason, { shardId, invokeCount: state.attempts });
         state.last = records[records.length - 1]?.dynamodb?.SequenceNumber ?? state.last;
         state.retryAt = undefined;
         state.attempts = 0;

@@ -22,15 +22,20 @@ import { awsCall } from '../call.js';
 /** DynamoDB's item size limit. */
 export const MAX_ITEM_BYTES = 400 * 1024;
 
-/** A day: the DynamoDB Stream keeps records 24 h, the outbox keeps rows as long. */
-const DEFAULT_RETENTION_SECONDS = 86_400;
+/**
+ * Two days: longer than the DynamoDB Stream's 24 h, so that every record the stream still
+ * holds has its outbox row (TTL counts from the producer's clock, and may delete early) and a
+ * relay failure can be replayed from the outbox (`replayRelayFailure`).
+ */
+const DEFAULT_RETENTION_SECONDS = 172_800;
 
 /** Options of {@link DynamoOutbox}. */
 export interface DynamoOutboxOptions {
   readonly tableName: string;
   /**
-   * Seconds an outbox row is kept (TTL); the stream has already relayed it by then.
-   * @default 86400
+   * Seconds an outbox row is kept (TTL, from its `createdAt`). Keep it above the stream's
+   * 24 h: a relay failure is replayed from the rows its stream records name.
+   * @default 172800
    */
   readonly retentionSeconds?: number;
 }
