@@ -5,10 +5,20 @@ import type { OutboxRecord } from '../outbox/types.js';
 export interface Envelope extends OutboxRecord {
   /** The outbox stream sequence number: one increasing sequence per partition. */
   readonly offset: bigint;
+  /**
+   * Sent again by `relay:replay` after the relay gave its batch up: the key may have gone
+   * on, so a consumer with an ack store handles it even at or below its ack level (at least
+   * once; deduplicate by `id`).
+   */
+  readonly replayed?: boolean;
 }
 
 /** The SQS body of `record` at `offset`: JSON with the payload in base64. */
-export function encodeEnvelope(record: OutboxRecord, offset: bigint): string {
+export function encodeEnvelope(
+  record: OutboxRecord,
+  offset: bigint,
+  options: { readonly replayed?: boolean } = {},
+): string {
   return JSON.stringify({
     v: 1,
     id: record.id,
@@ -19,6 +29,7 @@ export function encodeEnvelope(record: OutboxRecord, offset: bigint): string {
     timestamp: record.timestamp,
     offset: offset.toString(),
     payload: Buffer.from(record.payload).toString('base64'),
+    ...(options.replayed ? { replayed: true } : {}),
   });
 }
 
@@ -59,5 +70,6 @@ export function decodeEnvelope(body: string, messageId?: string): Envelope {
     timestamp: typeof e.timestamp === 'number' ? e.timestamp : 0,
     offset: BigInt(e.offset),
     payload: new Uint8Array(Buffer.from(e.payload, 'base64')),
+    ...(e.replayed === true ? { replayed: true } : {}),
   };
 }

@@ -13,6 +13,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { sendToRelayFailures } from '../../infra/local/relay-failures';
 import { sqsEventOf } from '../../infra/local/sqs-poller';
 import {
+  type ConsumedMessage,
   consumeSqsBatch,
   OutboxProducer,
   parseRelayFailure,
@@ -265,7 +266,7 @@ describe('replaying relay failures (DynamoDB Local + fauxqs)', () => {
 });
 
 describe('replay and a consumer with an ack store (a documented limit)', () => {
-  it('acks unhandled a replayed event whose key went on: its offset is below the ack level and no hole', async () => {
+  it('hands a consumer with an ack store a replayed event whose key went on (below its ack level, no hole), and changes no ack state', async () => {
     const env = await testResources('replay-acks', [{ name: 'audit', topics: ['orders'] }]);
     const audit = env.queues.audit!;
     const routes = { orders: [audit.url] };
@@ -284,9 +285,14 @@ describe('replay and a consumer with an ack store (a documented limit)', () => {
     await drain();
     const acks = new MemoryAckStore();
     const handled: string[] = [];
+    const replayedFlags: boolean[] = [];
     const consume = async () => {
       const got = await receiveAll(env.sqs, audit.url);
-      await consumeSqsBatch(sqsEventOf(got, audit.arn), async (m) => void handled.push(m.id), {
+      const handler = async (m: ConsumedMessage) => {
+        handled.push(m.id);
+        replayedFlags.push(m.replayed);
+      };
+      await consumeSqsBatch(sqsEventOf(got, audit.arn), handler, {
         group: 'audit',
         ackStore: acks,
         logger: { error: () => {}, warn: () => {} },
@@ -295,6 +301,7 @@ describe('replay and a consumer with an ack store (a documented limit)', () => {
     };
     expect(await consume()).toBe(1);
     expect(handled).toEqual([later!.id]);
+    const before = await acks.loadState('audit', 'k');
 
     const reports = await replayRelayFailures({
       ...replayOptions(env, routes),
@@ -303,9 +310,12 @@ describe('replay and a consumer with an ack store (a documented limit)', () => {
     });
     expect(reports.map((r) => r.replayed.map((e) => e.id))).toEqual([[first!.id]]);
     expect(BigInt(sequenceOf.get(first!.id)!)).toBeLessThan(BigInt(sequenceOf.get(later!.id)!));
-    // Delivered, and acked without its handler: README, "Replaying relay failures".
+    // Delivered and handled (at least once: README, "Replaying relay failures"); the ack
+    // level stays where the later event put it.
     expect(await consume()).toBe(1);
-    expect(handled).toEqual([later!.id]);
+    expect(handled).toEqual([later!.id, first!.id]);
+    expect(replayedFlags).toEqual([false, true]);
+    expect(await acks.loadState('audit', 'k')).toEqual(before);
   });
 });
 

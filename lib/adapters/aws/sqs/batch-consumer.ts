@@ -25,6 +25,11 @@ export interface ConsumedMessage extends Message {
   readonly timestamp: number;
   /** How often SQS has delivered this message, this time included. */
   readonly receiveCount: number;
+  /**
+   * Sent again by `relay:replay`: handled even when its offset is at or below the ack
+   * level (its key may have gone on meanwhile), so it may be a duplicate; deduplicate by `id`.
+   */
+  readonly replayed: boolean;
 }
 
 /** Options of {@link consumeSqsBatch}. */
@@ -100,7 +105,8 @@ interface PartitionBatch {
  * > 1) that the state does not know yet means an earlier invocation ended without
  * writing (a crash, a timeout, a failed ack write): its partition's new offsets are then
  * stored as holes before the handler runs, so they stay holes even if they end up in the
- * DLQ without this function ever finishing.
+ * DLQ without this function ever finishing. A replayed message (`relay:replay`, see
+ * {@link ConsumedMessage.replayed}) at or below the level is handled too and changes no state.
  */
 export async function consumeSqsBatch(
   event: SQSEvent,
@@ -179,7 +185,10 @@ export async function consumeSqsBatch(
     const offset = envelope.offset;
     if (batch.completed.has(offset)) return; // a second copy in this batch
     const hole = batch.state?.holes.has(offset) ?? false;
-    if (!hole && isAcked(batch.state, offset)) return; // already handled: ack unhandled
+    // A replayed event (relay:replay) below the level is handled, at least once: its key may
+    // have gone on while the relay was failing, so the level says nothing about it.
+    const replayedBelow = envelope.replayed === true && !isNew(batch.state, offset) && !hole;
+    if (!hole && !replayedBelow && isAcked(batch.state, offset)) return; // already handled
     // The first of ack() and nack() settles the message (Cadence: an ack is final); a
     // return without either is an ack, a throw without either a nack.
     let settled: { acked: true } | { acked: false; reason: unknown } | undefined;
@@ -193,6 +202,7 @@ export async function consumeSqsBatch(
       headers: envelope.headers,
       timestamp: envelope.timestamp,
       receiveCount: Number(record.attributes.ApproximateReceiveCount ?? '1'),
+      replayed: envelope.replayed === true,
       ack: async () => {
         settled ??= { acked: true };
       },
@@ -216,6 +226,7 @@ export async function consumeSqsBatch(
       throw error;
     }
     batch.completed.add(offset);
+    if (replayedBelow) return; // the ack state already counts it as done
     if (hole) batch.closed.push(offset);
     else acks.complete(partition, offset);
   };

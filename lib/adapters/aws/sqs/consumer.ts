@@ -142,6 +142,7 @@ export class SqsConsumer implements Consumer {
       headers: envelope.headers,
       timestamp: envelope.timestamp,
       receiveCount,
+      replayed: envelope.replayed === true,
       ack: () => this.ack(id),
       nack: async (reason?: unknown) => {
         // The first of ack and nack settles the message (Cadence): a later call does nothing.

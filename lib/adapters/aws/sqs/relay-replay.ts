@@ -10,7 +10,7 @@ import type { DynamoDBRecord } from 'aws-lambda';
 import { awsCall } from '../call.js';
 import { recordFromItem } from '../dynamodb/outbox.js';
 import { parseRelayFailure, type RelayFailure, readShardRange } from '../dynamodb/relay-failure.js';
-import type { RelayResult } from './relay.js';
+import type { RelayCallOptions, RelayResult } from './relay.js';
 
 /** Options of {@link replayRelayFailure}. */
 export interface RelayReplayOptions {
@@ -19,7 +19,9 @@ export interface RelayReplayOptions {
   /** The outbox table: each named event's item is read from it (consistent `GetItem`). */
   readonly outboxTable: string;
   /** Sends the events: an `OutboxRelay` with the deployed relay's routes. */
-  readonly relay: { relay(records: readonly DynamoDBRecord[]): Promise<RelayResult> };
+  readonly relay: {
+    relay(records: readonly DynamoDBRecord[], options?: RelayCallOptions): Promise<RelayResult>;
+  };
   /**
    * Relay attempts from the first record not sent yet, before the replay gives up.
    * @default 5
@@ -181,7 +183,7 @@ async function relayInOrder(
     const batch = records.slice(done, done + RELAY_BATCH);
     let result: RelayResult;
     try {
-      result = await options.relay.relay(batch);
+      result = await options.relay.relay(batch, { replayed: true });
     } catch (error) {
       result = {
         batchItemFailures: [{ itemIdentifier: batch[0]?.dynamodb?.SequenceNumber ?? '' }],

@@ -33,6 +33,12 @@ interface Entry {
   readonly dedupId: string;
 }
 
+/** Options of one {@link OutboxRelay.relay} call. */
+export interface RelayCallOptions {
+  /** The records are a replay of a batch the relay gave up (`relay:replay`). */
+  readonly replayed?: boolean;
+}
+
 /** What one relay call did. */
 export interface RelayResult extends DynamoDBBatchResponse {
   readonly sent: number;
@@ -105,8 +111,14 @@ export class OutboxRelay {
       ((reason, seq) => console.error(`outbox relay skipped record ${seq}: ${reason}`));
   }
 
-  /** Relays `records` (one Lambda stream batch) and says which to retry. */
-  async relay(records: readonly DynamoDBRecord[]): Promise<RelayResult> {
+  /**
+   * Relays `records` (one Lambda stream batch) and says which to retry. `replayed` marks
+   * the envelopes as sent again by `relay:replay` (the envelope's `replayed`).
+   */
+  async relay(
+    records: readonly DynamoDBRecord[],
+    options: RelayCallOptions = {},
+  ): Promise<RelayResult> {
     const byQueue = new Map<string, Entry[]>();
     let skipped = 0;
     records.forEach((r, index) => {
@@ -121,7 +133,9 @@ export class OutboxRelay {
         this.onSkipped((error as Error).message, seq);
         return;
       }
-      const body = asciiJson(encodeEnvelope(record, BigInt(seq ?? '0')));
+      const body = asciiJson(
+        encodeEnvelope(record, BigInt(seq ?? '0'), { replayed: options.replayed === true }),
+      );
       if (Buffer.byteLength(body) > this.maxMessageBytes) {
         skipped++;
         this.onSkipped(
