@@ -11,6 +11,7 @@ import {
   DLQ_RETENTION_SECONDS,
   consumerGroups as defaultGroups,
   IDENTITY_INDEX,
+  pascal,
   queueNames,
   relayFailuresQueueName,
   STREAM_INDEX,
@@ -18,6 +19,10 @@ import {
   tableName,
   tables,
 } from './definitions';
+import { DEFAULT_MONITORING, type MonitoringSettings, monitoring } from './monitoring';
+
+/** The relay's metric of records it cannot send (alarmed at 1). */
+export const RELAY_REFUSED_METRIC = 'skippedRecords';
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 type Resource = { Type: string; Properties: Record<string, Json>; DependsOn?: string[] };
@@ -244,9 +249,14 @@ export interface CloudFormationOptions {
   /** The deployed function name of a function key, e.g. `<service>-<stage>-<key>`. */
   readonly functionName: (key: string) => string;
   readonly consumerGroups?: readonly ConsumerGroupDefinition[];
+  /** Alarm thresholds and where they go. @default {@link DEFAULT_MONITORING} */
+  readonly monitoring?: MonitoringSettings;
 }
 
-/** The `resources` section: tables, queues, the relay failure queue and the function roles. */
+/**
+ * The `resources` section: tables, queues, the relay failure queue, the function roles, and
+ * the alarms, their topic and the dashboard (`monitoring.ts`).
+ */
 export function cloudFormation(options: CloudFormationOptions): {
   Resources: Record<string, Resource>;
   Outputs: Record<string, Json>;
@@ -315,6 +325,15 @@ export function cloudFormation(options: CloudFormationOptions): {
   for (const [key, permissions] of Object.entries(allFunctionPermissions(groups))) {
     Resources[roleLogicalId(key)] = role(key, permissions, options, groups);
   }
+  const watched = monitoring({
+    prefix: options.prefix,
+    functionName: options.functionName,
+    groups,
+    settings: options.monitoring ?? DEFAULT_MONITORING,
+    relayRefusedMetric: RELAY_REFUSED_METRIC,
+  });
+  Object.assign(Resources, watched.Resources);
+  Object.assign(Outputs, watched.Outputs);
   return { Resources, Outputs };
 }
 
@@ -443,12 +462,4 @@ function statement(
       },
     ],
   };
-}
-
-function pascal(name: string): string {
-  return name
-    .split(/[^A-Za-z0-9]/)
-    .filter(Boolean)
-    .map((part) => part[0]!.toUpperCase() + part.slice(1))
-    .join('');
 }

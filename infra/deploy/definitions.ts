@@ -141,3 +141,12 @@ export function relayFailuresQueueName(prefix: string): string {
 
 /** DLQ retention: the SQS maximum, 14 days, so a failure can be inspected. */
 export const DLQ_RETENTION_SECONDS = 1_209_600;
+
+/** A name as a CloudFormation logical id part: `outbox-relay` → `OutboxRelay`. */
+export function pascal(name: string): string {
+  return name
+    .split(/[^A-Za-z0-9]/)
+    .filter(Boolean)
+    .map((part) => part[0]!.toUpperCase() + part.slice(1))
+    .join('');
+}

@@ -1,5 +1,5 @@
 // Bridges serverless.yml to the TypeScript definitions in infra/deploy/ (the one source of the
-// tables, queues, roles and consumer functions): `${file(./infra/deploy/serverless.cjs):resources}`,
+// tables, queues, roles, consumer functions and alarms): `${file(./infra/deploy/serverless.cjs):resources}`,
 // `:environment` and `:consumerFunctions`.
 // The Serverless Framework loads .cjs files with require(), so tsx compiles the TypeScript.
 const { require: tsxRequire } = require('tsx/cjs/api');
@@ -9,7 +9,9 @@ module.exports = async ({ resolveVariable }) => {
   const stage = await resolveVariable('sls:stage');
   const settings = await resolveVariable('self:custom.lambdacable.environment');
   const prefix = `${service}-${stage}`;
+  const alarms = await resolveVariable('self:custom.alarms');
   const cfn = tsxRequire('./cloudformation.ts', __filename);
+  const { monitoringSettings } = tsxRequire('./monitoring.ts', __filename);
   const environment = { ...localOverrides(cfn.functionEnvironment(prefix)), ...settings };
   // Source maps are shipped only when asked for (LAMBDACABLE_SOURCEMAPS=true, as the
   // esbuild section reads it), and only then are they worth Node's slower stack traces.
@@ -21,7 +23,11 @@ module.exports = async ({ resolveVariable }) => {
   }
   return {
     prefix,
-    resources: cfn.cloudFormation({ prefix, functionName: (key) => `${prefix}-${key}` }),
+    resources: cfn.cloudFormation({
+      prefix,
+      functionName: (key) => `${prefix}-${key}`,
+      monitoring: monitoringSettings(alarms),
+    }),
     environment,
     // The functions of the consumer groups (infra/deploy/consumers.ts), merged into
     // serverless.yml's `functions`.
