@@ -94,6 +94,12 @@ export function monitoringSettings(
   };
 }
 
+/** Logical ids of the alarms `npm start` also prints (infra/local/local-alarms.ts). */
+export const RELAY_FAILURES_ALARM = 'RelayFailuresAlarm';
+export const RELAY_LAG_ALARM = 'RelayLagAlarm';
+export const UNDELIVERED_FRAMES_ALARM = 'UndeliveredFramesAlarm';
+export const RELAY_REFUSED_ALARM = 'RelayRefusedAlarm';
+
 /** The alarm topic's logical id (when the stack makes its own). */
 export const ALARM_TOPIC = 'AlarmTopic';
 
@@ -112,7 +118,7 @@ export const EVENT_FED_FUNCTIONS = ['outboxRelay', 'pinger'] as const;
  */
 const METRIC_ALARMS = [
   {
-    id: 'UndeliveredFramesAlarm',
+    id: UNDELIVERED_FRAMES_ALARM,
     metric: 'undeliveredFrames',
     setting: 'undeliveredFrames',
     what: 'frames the fan-out gave up on (a connection that stayed throttled or failing)',
@@ -222,11 +228,11 @@ export function monitoring(options: MonitoringOptions): {
     );
   }
   deadLetter(
-    'RelayFailuresAlarm',
+    RELAY_FAILURES_ALARM,
     relayFailuresQueueName(prefix),
     'the stream relay gave a batch up (committed events not relayed; npm run relay:replay)',
   );
-  alarm('RelayLagAlarm', `the stream relay is ${settings.iteratorAgeMs}+ ms behind`, {
+  alarm(RELAY_LAG_ALARM, `the stream relay is ${settings.iteratorAgeMs}+ ms behind`, {
     namespace: 'AWS/Lambda',
     name: 'IteratorAge',
     dimensions: { FunctionName: options.functionName('outboxRelay') },
@@ -259,7 +265,7 @@ export function monitoring(options: MonitoringOptions): {
   for (const a of METRIC_ALARMS) own(a.id, a.metric, settings[a.setting], a.what);
   if (options.relayRefusedMetric) {
     own(
-      'RelayRefusedAlarm',
+      RELAY_REFUSED_ALARM,
       options.relayRefusedMetric,
       1,
       'outbox records the relay cannot send (retried, then in relay-failures)',

@@ -10,7 +10,14 @@ import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 
 import { recordAwsCalls } from '../../lib/adapters/aws/call-log';
 import { LambdacableError } from '../../lib/core';
 import { queueUrlVariable, tableVariable } from '../deploy/cloudformation';
-import { consumerGroupsFor, type TableName } from '../deploy/definitions';
+import {
+  consumerGroupsFor,
+  queueNames,
+  relayFailuresQueueName,
+  type TableName,
+} from '../deploy/definitions';
+import { alarmIds, monitoringSettings, RELAY_FAILURES_ALARM } from '../deploy/monitoring';
+import { LocalAlarms } from './local-alarms';
 import { OFFLINE_HOOK_ERROR, packageProblem } from './offline/hook-check.mjs';
 import { sendToRelayFailures } from './relay-failures';
 import { createLocalResources, type LocalResources } from './resources';
@@ -58,6 +65,11 @@ export interface LocalStackOptions {
   readonly output?: 'inherit' | 'quiet';
   /** Also hands serverless-offline's output (the functions' logs) here, chunk by chunk. */
   readonly onOutput?: (text: string) => void;
+  /**
+   * Also hands each live alarm line here (`lambdacable ALARM …` / `lambdacable OK …`): a
+   * message in a DLQ or the relay-failures queue, the relay falling behind, undelivered frames.
+   */
+  readonly onAlarm?: (line: string) => void;
   /**
    * The management API the functions post to, instead of serverless-offline's own: a stand-in
    * that answers as API Gateway does (the scale bench's). @default serverless-offline's
@@ -197,7 +209,48 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       if (queue) base[queueUrlVariable(group.name)] = queue.url;
     }
 
-    const { offline, env, ports } = await startOfflineOn(wanted, base, options);
+    // The deployed alarms' local equivalents, one live line each (README, "Alarms and runbook").
+    const alarms = new LocalAlarms({
+      sqs,
+      queues: [
+        ...groups.flatMap((g) => {
+          const queue = resources.queues[g.name];
+          return queue
+            ? [
+                {
+                  alarm: alarmIds(g.name).deadLetters,
+                  name: queueNames(PREFIX, g.name).dlq,
+                  url: queue.dlqUrl,
+                },
+              ]
+            : [];
+        }),
+        ...(resources.relayFailuresUrl
+          ? [
+              {
+                alarm: RELAY_FAILURES_ALARM,
+                name: relayFailuresQueueName(PREFIX),
+                url: resources.relayFailuresUrl,
+              },
+            ]
+          : []),
+      ],
+      settings: monitoringSettings({ ...process.env, ...options.env }),
+      print: (line) => {
+        if (options.output !== 'quiet') console.log(line);
+        options.onAlarm?.(line);
+      },
+    });
+    alarms.start();
+    drains.push(() => alarms.stop());
+
+    const { offline, env, ports } = await startOfflineOn(wanted, base, {
+      ...options,
+      onOutput: (text) => {
+        alarms.output(text);
+        options.onOutput?.(text);
+      },
+    });
     stops.push(() => stopProcess(offline));
     const { ws: wsPort, http: httpPort } = ports;
 
@@ -233,6 +286,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       idleMs: STREAM_IDLE_MS,
       handler: async (records) => {
         const invoked = performance.now();
+        alarms.iteratorAge(iteratorAgeOf(records));
         let failed = true;
         try {
           const out = await invokeFunction<DynamoDBBatchResponse>(
@@ -672,4 +726,14 @@ async function within(promise: Promise<unknown>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([promise, new Promise((r) => (timer = setTimeout(r, ms)))]);
   clearTimeout(timer);
+}
+
+/** How old the oldest of a stream batch's records is, in ms (Lambda's `IteratorAge`). */
+function iteratorAgeOf(records: readonly DynamoDBRecord[]): number {
+  let oldest = Number.POSITIVE_INFINITY;
+  for (const r of records) {
+    const at = r.dynamodb?.ApproximateCreationDateTime;
+    if (at !== undefined) oldest = Math.min(oldest, at * 1000);
+  }
+  return Number.isFinite(oldest) ? Math.max(0, Date.now() - oldest) : 0;
 }

@@ -5,7 +5,12 @@ import { join } from 'node:path';
 import type { Cable } from '@anycable/core';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
-import { GetQueueAttributesCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import {
+  GetQueueAttributesCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { commitDemoBroadcast } from '../../infra/local/demo';
@@ -54,6 +59,8 @@ let stack: LocalStack;
 let dynamodb: DynamoDBClient;
 /** What the functions logged in this run. */
 let output = '';
+/** The live alarm lines the stack printed (npm start prints them). */
+const alarmLines: string[] = [];
 /**
  * The port picked first for serverless-offline, held by another listener before serverless-
  * offline can listen on it (what happened in CI): the stack starts on ports picked again.
@@ -80,6 +87,7 @@ beforeAll(async () => {
     onOutput: (text) => {
       output += text;
     },
+    onAlarm: (line) => alarmLines.push(line),
     output: 'quiet',
     watch: false,
   });
@@ -454,8 +462,6 @@ function framesFor(url: string, ms: number, count = Number.POSITIVE_INFINITY): P
  * test allows these to stay unused and fails on any other unused grant.
  */
 const NOT_EXERCISED: Readonly<Record<string, string>> = {
-  'audit sqs:ChangeMessageVisibility lambdacable-local-audit.fifo':
-    'the nack back-off of your own consumer (test/integration/consumers.test.ts)',
   'broadcast sqs:ChangeMessageVisibility lambdacable-local-broadcast.fifo':
     'nack back-off and visibility heartbeats (test/integration/consumers.test.ts)',
   'broadcast dynamodb:Query table/lambdacable-local-history':
@@ -569,6 +575,50 @@ describe('your own consumer (the example group `audit`, infra/deploy/consumers.t
       await expect.poll(depth, { timeout: 20_000, interval: 250 }).toBe(0);
       expect(lines()).toHaveLength(1);
       expect(await acks.load('audit', partition)).toBe(offset);
+    } finally {
+      sqs.destroy();
+    }
+  }, 60_000);
+});
+
+describe('the local equivalents of the alarms (README, "Alarms and runbook")', () => {
+  it('prints a live line when a poisoned message lands in a DLQ, and the message is there', async () => {
+    const sqs = new SQSClient({
+      endpoint: stack.sqsEndpoint,
+      region: LOCAL_REGION,
+      credentials: LOCAL_CREDENTIALS,
+    });
+    try {
+      const queue = stack.resources.queues.audit!;
+      const poison = `poison ${Date.now()}: not a lambdacable envelope`;
+      // Every delivery fails; after maxReceiveCount (3) the queue's redrive dead-letters it.
+      await sqs.send(
+        new SendMessageCommand({
+          QueueUrl: queue.url,
+          MessageBody: poison,
+          MessageGroupId: 'poison',
+          MessageDeduplicationId: `poison-${Date.now()}`,
+        }),
+      );
+      const dlq = 'lambdacable-local-audit-dlq.fifo';
+      await expect
+        .poll(() => alarmLines.filter((l) => l.includes('AuditDlqAlarm')), {
+          timeout: 50_000,
+          interval: 500,
+        })
+        .toEqual([
+          `lambdacable ALARM AuditDlqAlarm: 1 message(s) in ${dlq} (README, "Alarms and runbook")`,
+        ]);
+      const got = await sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: queue.dlqUrl,
+          MaxNumberOfMessages: 10,
+          VisibilityTimeout: 0,
+        }),
+      );
+      expect(got.Messages?.map((m) => m.Body)).toEqual([poison]);
+      // Its handler saw it fail each time, with the reason logged.
+      expect(output).toContain('message body is not JSON: poison');
     } finally {
       sqs.destroy();
     }
