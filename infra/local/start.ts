@@ -99,6 +99,9 @@ Your own consumer, by example: every broadcast also reaches the group "audit"
 `
     : ''
 }
+What a deployed alarm would catch prints a "lambdacable ALARM ..." line here (a message in a
+DLQ or relay-failures, the relay falling behind, undelivered frames): README, "Alarms and runbook".
+
 Ctrl-C stops everything.`);
 
 /**
