@@ -617,8 +617,15 @@ describe('the local equivalents of the alarms (README, "Alarms and runbook")', (
         }),
       );
       expect(got.Messages?.map((m) => m.Body)).toEqual([poison]);
-      // Its handler saw it fail each time, with the reason logged.
-      expect(output).toContain('message body is not JSON: poison');
+      // Each failure is logged as the runbook's Logs Insights query finds it: a Powertools
+      // JSON line with level ERROR and a message matching /nack/ that gives the reason.
+      const logged = output
+        .split('\n')
+        .filter((l) => l.includes('{') && l.includes(poison.slice(0, 20)))
+        .map((l) => JSON.parse(l.slice(l.indexOf('{'))) as { level?: string; message?: string });
+      expect(
+        logged.filter((l) => l.level === 'ERROR' && /nack/.test(l.message ?? '')).length,
+      ).toBeGreaterThanOrEqual(3);
     } finally {
       sqs.destroy();
     }
