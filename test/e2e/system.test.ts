@@ -626,6 +626,9 @@ describe('the local equivalents of the alarms (README, "Alarms and runbook")', (
       expect(
         logged.filter((l) => l.level === 'ERROR' && /nack/.test(l.message ?? '')).length,
       ).toBeGreaterThanOrEqual(3);
+      // The metrics lines npm start's alarm lines read (undeliveredFrames the same way): one
+      // embedded-metric-format object per line, each metric a top-level number.
+      expect(output).toMatch(/^\{"_aws":\{.*"failedMessages":1[,}]/m);
     } finally {
       sqs.destroy();
     }
