@@ -5,6 +5,7 @@
  * same definitions as the rest of the template (`cloudFormation` merges it in).
  */
 
+import { ConfigError } from '../../lib/kernel/errors';
 import type { ConsumerGroupDefinition } from './consumers';
 import { pascal, queueNames, relayFailuresQueueName, tableName } from './definitions';
 
@@ -76,7 +77,9 @@ export function monitoringSettings(
     if (raw === undefined || raw === '') return DEFAULT_MONITORING[key] as number;
     const value = Number(raw);
     if (!Number.isFinite(value) || value <= 0) {
-      throw new Error(`${name}: ${JSON.stringify(raw)} is not a positive number`);
+      throw new ConfigError(`${name}: ${JSON.stringify(raw)} is not a positive number`, {
+        variable: name,
+      });
     }
     return value;
   };
