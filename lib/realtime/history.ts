@@ -51,7 +51,7 @@ export async function serveHistory(
   const missed: StreamMessage[] = [];
   try {
     for (const stream of streams) {
-      const at = positions[stream] as { epoch?: unknown; offset?: unknown } | undefined;
+      const at = positionOf(positions, stream) as { epoch?: unknown; offset?: unknown } | undefined;
       if (at && typeof at.epoch === 'string' && typeof at.offset === 'number') {
         missed.push(...(await history.historyFrom(stream, at.epoch, at.offset)));
       } else if (since !== undefined) {
@@ -94,7 +94,7 @@ export function invalidHistoryRequest(
     };
   }
   for (const stream of streams) {
-    const at = positions[stream];
+    const at = positionOf(positions, stream);
     if (at === undefined) continue;
     if (typeof at !== 'object' || at === null) {
       return { reason: 'position', message: 'a stream position must be an object' };
@@ -114,4 +114,12 @@ export function invalidHistoryRequest(
     }
   }
   return undefined;
+}
+
+/**
+ * The client's position of `stream`: an own property only, so a stream named `constructor`
+ * or `__proto__` is not read from `Object.prototype`.
+ */
+function positionOf(positions: Record<string, unknown>, stream: string): unknown {
+  return Object.hasOwn(positions, stream) ? positions[stream] : undefined;
 }

@@ -193,6 +193,28 @@ describe('Gateway input: history positions', () => {
   });
 });
 
+describe('Gateway input: streams named like Object.prototype members', () => {
+  it.each(['constructor', 'toString', '__proto__', 'hasOwnProperty'])(
+    'serves history of a stream named %s, by since and by its own position',
+    async (stream) => {
+      const t = setup();
+      await t.open('c1');
+      const identifier = pubsub(stream);
+      await t.send('c1', { command: 'subscribe', identifier });
+      await t.broker.handleBroadcast({ stream, data: '"one"' });
+      const live = t.frames('c1').at(-1) as { epoch: string };
+      await t.send('c1', { command: 'history', identifier, history: { since: 0 } });
+      expect(t.frames('c1').at(-1)).toEqual({ type: 'confirm_history', identifier });
+      const positions = JSON.parse(`{"${stream}":{"epoch":"${live.epoch}","offset":0}}`);
+      await t.send('c1', { command: 'history', identifier, history: { streams: positions } });
+      expect(t.frames('c1').slice(-2)).toEqual([
+        { identifier, message: 'one', stream_id: stream, epoch: live.epoch, offset: 1 },
+        { type: 'confirm_history', identifier },
+      ]);
+    },
+  );
+});
+
 describe('Gateway input: connect tokens', () => {
   const sign = (claims: Record<string, unknown>, exp?: number) => {
     const jwt = new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject('alice');
