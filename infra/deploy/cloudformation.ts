@@ -246,6 +246,11 @@ export function consumerFunctions(
 export interface CloudFormationOptions {
   /** Physical name prefix, `<service>-<stage>`. */
   readonly prefix: string;
+  /**
+   * The stage: `ManageConnections` is granted on this stage's connections only.
+   * @default every stage (`*`)
+   */
+  readonly stage?: string;
   /** The deployed function name of a function key, e.g. `<service>-<stage>-<key>`. */
   readonly functionName: (key: string) => string;
   readonly consumerGroups?: readonly ConsumerGroupDefinition[];
@@ -458,7 +463,7 @@ function statement(
     Action: ['execute-api:ManageConnections'],
     Resource: [
       {
-        'Fn::Sub': `arn:\${AWS::Partition}:execute-api:\${AWS::Region}:\${AWS::AccountId}:\${${WEBSOCKET_API}}/*/*/@connections/*`,
+        'Fn::Sub': `arn:\${AWS::Partition}:execute-api:\${AWS::Region}:\${AWS::AccountId}:\${${WEBSOCKET_API}}/${options.stage ?? '*'}/*/@connections/*`,
       },
     ],
   };

@@ -25,6 +25,7 @@ module.exports = async ({ resolveVariable }) => {
     prefix,
     resources: cfn.cloudFormation({
       prefix,
+      stage,
       functionName: (key) => `${prefix}-${key}`,
       monitoring: monitoringSettings(alarms),
     }),

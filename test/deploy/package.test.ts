@@ -161,6 +161,27 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     }
   });
 
+  it("grants ManageConnections on its own stage's connections only", () => {
+    const grants = Object.values(resources)
+      .filter((r) => r.Type === 'AWS::IAM::Role')
+      .flatMap((r) => r.Properties.Policies)
+      .flatMap(
+        (p: { PolicyDocument: { Statement: { Action: string[]; Resource: unknown[] }[] } }) =>
+          p.PolicyDocument.Statement,
+      )
+      .filter((st) => st.Action.includes('execute-api:ManageConnections'));
+    expect(grants.length).toBeGreaterThanOrEqual(4);
+    for (const grant of grants) {
+      expect(grant.Resource).toEqual([
+        {
+          'Fn::Sub':
+            // biome-ignore lint/suspicious/noTemplateCurlyInString: a CloudFormation Fn::Sub string.
+            'arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${WebsocketsApi}/ci/*/@connections/*',
+        },
+      ]);
+    }
+  });
+
   it('does not let Lambda retry a pinger run (a retry would only overlap the next scheduled run)', () => {
     const configs = ofType('AWS::Lambda::EventInvokeConfig');
     const pinger = configs.find(([, r]) =>
