@@ -25,7 +25,22 @@ import { DEFAULT_MONITORING, type MonitoringSettings, monitoring } from './monit
 export const RELAY_REFUSED_METRIC = 'skippedRecords';
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
-type Resource = { Type: string; Properties: Record<string, Json>; DependsOn?: string[] };
+type Resource = {
+  Type: string;
+  Properties: Record<string, Json>;
+  DependsOn?: string[];
+  DeletionPolicy?: 'Retain' | 'Delete';
+  UpdateReplacePolicy?: 'Retain' | 'Delete';
+};
+
+/**
+ * Tables whose data cannot be rebuilt: committed events not yet relayed (`outbox`), the
+ * consumers' ack state (`acks`), and schema ids that encoded payloads refer to (`schemas`).
+ * They survive a stack deletion or replacement (`Retain`), refuse a delete (deletion
+ * protection) and have point-in-time recovery. The others hold minutes of state (history,
+ * sessions, connections) that clients rebuild by reconnecting.
+ */
+export const STATEFUL_TABLES: readonly TableName[] = ['outbox', 'acks', 'schemas'];
 
 /** Logical id of a table resource, e.g. `OutboxTable`. */
 export function tableLogicalId(table: TableName): string {
@@ -272,8 +287,10 @@ export function cloudFormation(options: CloudFormationOptions): {
 
   for (const [name, def] of Object.entries(tables) as [TableName, (typeof tables)[TableName]][]) {
     const { ttlAttribute, ...rest } = def;
+    const stateful = STATEFUL_TABLES.includes(name);
     Resources[tableLogicalId(name)] = {
       Type: 'AWS::DynamoDB::Table',
+      ...(stateful ? { DeletionPolicy: 'Retain', UpdateReplacePolicy: 'Retain' } : {}),
       Properties: {
         TableName: tableName(options.prefix, name),
         BillingMode: 'PAY_PER_REQUEST',
@@ -281,8 +298,11 @@ export function cloudFormation(options: CloudFormationOptions): {
         ...(ttlAttribute
           ? { TimeToLiveSpecification: { AttributeName: ttlAttribute, Enabled: true } }
           : {}),
-        ...(name === 'outbox'
-          ? { PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } }
+        ...(stateful
+          ? {
+              PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+              DeletionProtectionEnabled: true,
+            }
           : {}),
       },
     };

@@ -94,6 +94,28 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     }
   });
 
+  it('keeps the tables whose data cannot be rebuilt: Retain, deletion protection, point-in-time recovery', () => {
+    const byName = (name: string) =>
+      ofType('AWS::DynamoDB::Table').find(
+        ([, r]) => r.Properties.TableName === tableName('lambdacable-ci', name as never),
+      )![1] as Resource & { DeletionPolicy?: string; UpdateReplacePolicy?: string };
+    for (const name of ['outbox', 'acks', 'schemas']) {
+      const table = byName(name);
+      expect(table.DeletionPolicy, name).toBe('Retain');
+      expect(table.UpdateReplacePolicy, name).toBe('Retain');
+      expect(table.Properties.DeletionProtectionEnabled, name).toBe(true);
+      expect(table.Properties.PointInTimeRecoverySpecification, name).toEqual({
+        PointInTimeRecoveryEnabled: true,
+      });
+    }
+    // Minutes of state that reconnecting clients rebuild: deleted with the stack.
+    for (const name of ['history', 'sessions', 'connections']) {
+      const table = byName(name);
+      expect(table.DeletionPolicy, name).toBeUndefined();
+      expect(table.Properties.DeletionProtectionEnabled, name).toBeUndefined();
+    }
+  });
+
   it('creates a FIFO queue with a FIFO DLQ redrive for every consumer group', () => {
     for (const group of consumerGroups) {
       const [, queue] = ofType('AWS::SQS::Queue').find(
