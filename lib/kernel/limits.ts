@@ -28,6 +28,20 @@ export const MAX_BROADCAST_DATA_BYTES = 96 * 1024;
 /** Largest `POST /_broadcast` body. */
 export const MAX_BROADCAST_BODY_BYTES = 256 * 1024;
 
+/** The most characters of client-controlled text a log entry carries per field. */
+export const MAX_LOGGED_CHARS = 200;
+
+/**
+ * `value` cut to {@link MAX_LOGGED_CHARS} characters for a log entry, with how long it was,
+ * so a client cannot write kilobytes into the logs per frame.
+ */
+export function clipForLog(value: string): string;
+export function clipForLog(value: string | undefined): string | undefined;
+export function clipForLog(value: string | undefined): string | undefined {
+  if (value === undefined || value.length <= MAX_LOGGED_CHARS) return value;
+  return `${value.slice(0, MAX_LOGGED_CHARS)}… (${utf8Bytes(value)} bytes)`;
+}
+
 /** UTF-8 length of `value`. */
 export function utf8Bytes(value: string): number {
   return Buffer.byteLength(value, 'utf8');

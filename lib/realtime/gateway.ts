@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { HistoryReader, SessionCache } from '../broker/types.js';
 import { type Clock, systemClock } from '../kernel/clock.js';
 import { errorMessage, ProtocolError } from '../kernel/errors.js';
+import { clipForLog } from '../kernel/limits.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
 import type { GatewayConfig } from './config.js';
 import {
@@ -116,10 +117,11 @@ export class Gateway {
       await this.handle(connectionId, frame, endpoint);
     } catch (error) {
       if (error instanceof ProtocolError) {
-        this.deps.logger.warn(`frame refused: ${error.message}`, {
-          connectionId,
-          command: error.command,
-          identifier: loggedIdentifier(error.identifier),
+        // Client-controlled text (a command, an identifier, a value in the reason) is clipped.
+        this.deps.logger.warn(`frame refused: ${clipForLog(error.message)}`, {
+          connectionId: clipForLog(connectionId),
+          command: clipForLog(error.command),
+          identifier: clipForLog(loggedIdentifier(error.identifier)),
         });
       } else {
         this.deps.logger.error('frame failed', {

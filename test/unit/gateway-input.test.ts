@@ -193,6 +193,28 @@ describe('Gateway input: history positions', () => {
   });
 });
 
+describe('Gateway input: what a refused frame logs', () => {
+  it('clips client-controlled text to 200 characters per field, with its size', async () => {
+    const t = setup();
+    await t.open('c1');
+    const huge = 'x'.repeat(30_000);
+    await t.send('c1', { command: huge, identifier: pubsub('chat') });
+    await t.send('c1', { command: 'subscribe', identifier: huge });
+    await t.send('c1', {
+      command: 'history',
+      identifier: pubsub('chat'),
+      history: { since: huge },
+    });
+    const warnings = t.logger.at('warn');
+    expect(warnings.length).toBeGreaterThanOrEqual(3);
+    for (const entry of warnings) {
+      const size = JSON.stringify(entry).length;
+      expect(size, JSON.stringify(entry).slice(0, 300)).toBeLessThan(1_500);
+    }
+    expect(JSON.stringify(warnings)).toContain('… (30000 bytes)');
+  });
+});
+
 describe('Gateway input: streams named like Object.prototype members', () => {
   it.each(['constructor', 'toString', '__proto__', 'hasOwnProperty'])(
     'serves history of a stream named %s, by since and by its own position',
