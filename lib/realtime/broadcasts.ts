@@ -13,8 +13,28 @@ import { decodeData } from './protocol.js';
 /** The topic services write broadcasts and remote commands to; the broadcast consumer reads it. */
 export const BROADCAST_TOPIC = 'lambdacable.broadcasts';
 
-/** Key of remote commands: one partition, so commands keep their order. */
+/**
+ * Key prefix of remote commands. A command's key is `$commands#<target>` (the connection id,
+ * identity or stream it acts on), so commands on one target keep their order and one that
+ * keeps failing holds up only its own target's; a payload that names none is `$commands`.
+ */
 export const COMMANDS_KEY = '$commands';
+
+/** The key of a remote command: {@link COMMANDS_KEY} and the target its payload names. */
+export function remoteCommandKey(command: RemoteCommand): string {
+  let payload: unknown;
+  try {
+    payload = JSON.parse(command.payload);
+  } catch {
+    return COMMANDS_KEY;
+  }
+  if (typeof payload !== 'object' || payload === null) return COMMANDS_KEY;
+  const p = payload as Record<string, unknown>;
+  const target = [p.connectionId, p.identity, p.identifier, p.stream].find(
+    (v): v is string => typeof v === 'string' && v.length > 0,
+  );
+  return target === undefined ? COMMANDS_KEY : `${COMMANDS_KEY}#${target}`;
+}
 
 /** A message for a stream's subscribers (AnyCable's broadcast: `{ stream, data }`). */
 export interface Broadcast {
@@ -56,7 +76,7 @@ export const RemoteCommandEvent: EventType<RemoteCommand> =
         { name: 'payload', type: 'string', default: '{}' },
       ],
     },
-    key: () => COMMANDS_KEY,
+    key: remoteCommandKey,
   });
 
 /** One item of an HTTP broadcast request. */

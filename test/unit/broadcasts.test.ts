@@ -65,9 +65,20 @@ describe('hasBroadcastKey', () => {
 });
 
 describe('built-in broadcast events', () => {
-  it('keys a broadcast by its stream and every command by one partition', () => {
+  it('keys a broadcast by its stream and a command by the target it acts on', () => {
     expect(BroadcastEvent.keyOf({ stream: 'chat/9', data: '' })).toBe('chat/9');
-    expect(RemoteCommandEvent.keyOf({ command: 'disconnect', payload: '{}' })).toBe(COMMANDS_KEY);
+    const key = (payload: string) => RemoteCommandEvent.keyOf({ command: 'disconnect', payload });
+    // Commands on one target share a partition (their order holds); other targets do not
+    // wait behind a command that keeps failing.
+    expect(key('{"identifier":"alice","reconnect":false}')).toBe(`${COMMANDS_KEY}#alice`);
+    expect(key('{"identity":"bob"}')).toBe(`${COMMANDS_KEY}#bob`);
+    expect(key('{"connectionId":"c-1","identity":"bob"}')).toBe(`${COMMANDS_KEY}#c-1`);
+    expect(
+      RemoteCommandEvent.keyOf({ command: 'unsubscribe', payload: '{"stream":"chat/9"}' }),
+    ).toBe(`${COMMANDS_KEY}#chat/9`);
+    // Nothing named (or not JSON): the shared partition.
+    expect(key('{}')).toBe(COMMANDS_KEY);
+    expect(key('not json')).toBe(COMMANDS_KEY);
   });
 });
 
