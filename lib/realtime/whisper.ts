@@ -6,7 +6,8 @@ import { whisperFrame } from './protocol.js';
 
 /**
  * Delivers a whisper (a transient message from a client, e.g. a typing indicator) to the
- * other subscribers of its stream, never to the sender, without a stream position. `subs`
+ * other subscribers of its stream whose own subscription allows whispers, never to the
+ * sender, without a stream position. `subs`
  * are the sender's subscriptions of the identifier. Data that is not an object, or a stream
  * whispers are not allowed on, is thrown as a {@link ProtocolError}; failed posts are logged.
  */
@@ -35,7 +36,9 @@ export async function whisper(
   }
   const report = await fanout.deliver(
     sub.stream,
-    (other) => whisperFrame(other.identifier, data),
+    // Only to subscriptions that allow whispers themselves: a signed subscription of a stream
+    // that is also public by name gets none unless whispers on signed streams are on.
+    (other) => (other.whisper ? whisperFrame(other.identifier, data) : undefined),
     connectionId,
     // A typing indicator is not worth holding the sender's frame for later passes.
     { retry: false },

@@ -612,6 +612,20 @@ describe('Gateway: whispers', () => {
   });
 });
 
+describe('Gateway: whispers reach only subscriptions that allow them', () => {
+  it("does not deliver a plain-name subscriber's whisper to a signed subscription of the stream", async () => {
+    const t = setup({ publicStreams: true, whisperOnSigned: false });
+    for (const c of ['c1', 'c2', 'c3']) await t.open(c);
+    await t.subscribe('c1', pubsub('room'));
+    await t.subscribe('c2', signedId('room'));
+    await t.subscribe('c3', pubsub('room'));
+    await t.send('c1', { command: 'whisper', identifier: pubsub('room'), data: { typing: true } });
+    expect(t.messagesOf('c3')).toEqual([{ typing: true }]);
+    // c2 subscribed by signature, where whispers are off: it gets none.
+    expect(t.messagesOf('c2')).toEqual([]);
+  });
+});
+
 describe('Gateway: bad input', () => {
   it.each([
     ['a non-JSON frame', 'not json'],
