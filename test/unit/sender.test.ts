@@ -251,6 +251,14 @@ describe('NoopEventSender', () => {
     sender.sendAsync();
     await sender.sendInTx();
     await sender.close();
-    expect(sender.stats()).toEqual({ sent: 0, dropped: 0, failed: 0, buffered: 0 });
+    expect(await sender.close()).toEqual({
+      sent: 0,
+      failed: 0,
+      dropped: 0,
+      sinkFailed: 0,
+      unflushed: 0,
+      complete: true,
+    });
+    expect(sender.stats()).toEqual({ sent: 0, dropped: 0, failed: 0, buffered: 0, sinkFailed: 0 });
   });
 });
