@@ -11,6 +11,7 @@ import {
   type TransactWriteItem,
   TransactWriteItemsCommand,
 } from '@aws-sdk/client-dynamodb';
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import type {
   APIGatewayProxyEventV2,
   APIGatewayProxyStructuredResultV2,
@@ -20,7 +21,12 @@ import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { queueUrlVariable, tableVariable } from '../../infra/deploy/cloudformation';
 import { consumerGroups, type TableName } from '../../infra/deploy/definitions';
 import { sendToRelayFailures } from '../../infra/local/relay-failures';
-import { DynamoOutbox, DynamoSchemaRegistry, OutboxProducer } from '../../lib/aws';
+import {
+  DynamoOutbox,
+  DynamoSchemaRegistry,
+  OutboxProducer,
+  replayRelayFailures,
+} from '../../lib/aws';
 import {
   AvroCodec,
   BROADCAST_TOPIC,
@@ -36,7 +42,7 @@ import {
 } from '../../lib/core';
 import { testResources } from '../helpers/aws';
 import { OrderPlaced } from '../helpers/events';
-import { outboxPoller, receiveAll } from '../helpers/relay';
+import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
 
 type Env = Awaited<ReturnType<typeof testResources>>;
 
@@ -262,6 +268,22 @@ describe('the relay never skips a committed record it cannot send (functions/out
     const errorLines = errors.join('\n');
     expect(errorLines).toMatch(/outbox record.* refused/);
     expect(errorLines).toContain(refusedAt.find(Boolean));
+    // npm run relay:replay cannot send it either: the replay is incomplete, the record kept.
+    const reports = await replayRelayFailures({
+      streams: new DynamoDBStreamsClient({
+        endpoint: inject('dynamodbEndpoint'),
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      }),
+      dynamodb: env.dynamodb,
+      outboxTable: env.tables.outbox,
+      relay: relayFor(env.sqs, { [BROADCAST_TOPIC]: [env.queues.broadcast!.url] }),
+      sqs: env.sqs,
+      queueUrl: env.relayFailuresUrl!,
+    });
+    expect(reports.map((r) => r.outcome)).toEqual(['incomplete']);
+    expect(reports[0]!.detail).toMatch(/the relay refused 1 record\(s\) it cannot send/);
+    expect(reports[0]!.replayed.map((e) => e.id)).not.toContain(id);
     const failureRecords = await receiveAll(env.sqs, env.relayFailuresUrl!);
     expect(failureRecords).toHaveLength(1);
     // Nothing was sent for it (the broadcast accepted above was).
