@@ -25,6 +25,11 @@ export {
   unframe,
 } from './events/avro.js';
 export {
+  checkOutboxRecord,
+  type EventTypeLookup,
+  eventTypeLookup,
+} from './events/checks.js';
+export {
   defineEvent,
   type Event,
   type EventDefinition,
@@ -49,11 +54,6 @@ export {
   type SenderCloseReport,
   type SenderStats,
 } from './events/sender.js';
-export {
-  checkOutboxRecord,
-  type EventTypeLookup,
-  eventTypeLookup,
-} from './events/checks.js';
 export {
   type Clock,
   systemClock,

@@ -248,8 +248,7 @@ class BufferedEventSender<Tx> implements EventSender<Tx> {
       dropped: this.dropped,
       sinkFailed: this.sinkFailed,
       unflushed,
-      complete:
-        unflushed === 0 && this.failed === 0 && this.dropped === 0 && this.sinkFailed === 0,
+      complete: unflushed === 0 && this.failed === 0 && this.dropped === 0 && this.sinkFailed === 0,
     };
   }
 

@@ -379,6 +379,8 @@ describe('relay input it cannot deliver', () => {
     expect(refused[0]!.error).toBeInstanceOf(MessageFormatError);
     expect(refused[0]!.error.message).toMatch(/malformed outbox row/);
     expect(refused[1]!.error).toBeInstanceOf(LimitExceededError);
-    expect(refused[1]!.error.message).toMatch(/is \d+ bytes, the limit is 300 \(maxMessageBytes\)$/);
+    expect(refused[1]!.error.message).toMatch(
+      /is \d+ bytes, the limit is 300 \(maxMessageBytes\)$/,
+    );
   });
 });

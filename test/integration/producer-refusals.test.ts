@@ -33,8 +33,8 @@ import {
   BroadcastEvent,
   createEventSender,
   type EventSender,
-  type EventType,
   EventTopics,
+  type EventType,
   LimitExceededError,
   MAX_BROADCAST_DATA_BYTES,
   MAX_SQS_BODY_BYTES,
@@ -102,7 +102,9 @@ describe('sendInTx refuses before commit', () => {
     const error = await sender.sendInTx(tx, oversize()).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LimitExceededError);
     expect((error as LimitExceededError).message).toMatch(
-      new RegExp(`^SQS body of shop.OrderPlaced \\w+ is \\d+ bytes, the limit is ${MAX_SQS_BODY_BYTES} `),
+      new RegExp(
+        `^SQS body of shop.OrderPlaced \\w+ is \\d+ bytes, the limit is ${MAX_SQS_BODY_BYTES} `,
+      ),
     );
     expect((error as LimitExceededError).bytes).toBeGreaterThan(MAX_SQS_BODY_BYTES);
     expect(tx).toEqual([]);

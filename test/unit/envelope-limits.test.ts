@@ -117,14 +117,7 @@ describe('BroadcastEvent.check (the frame limit)', () => {
 describe('checkOutboxRecord', () => {
   it("applies a known type's check to a raw record's decoded payload", () => {
     const framed = (data: string) =>
-      new Uint8Array([
-        0,
-        0,
-        0,
-        0,
-        1,
-        ...BroadcastEvent.avroType.toBuffer({ stream: 's', data }),
-      ]);
+      new Uint8Array([0, 0, 0, 0, 1, ...BroadcastEvent.avroType.toBuffer({ stream: 's', data })]);
     const types = eventTypeLookup([BroadcastEvent]);
     const ok = record(0, 's', { type: BroadcastEvent.name, payload: framed('"hi"') });
     const big = record(0, 's', {

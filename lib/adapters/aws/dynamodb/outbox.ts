@@ -8,7 +8,11 @@ import {
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { checkOutboxRecord, type EventTypeLookup, eventTypeLookup } from '../../../events/checks.js';
+import {
+  checkOutboxRecord,
+  type EventTypeLookup,
+  eventTypeLookup,
+} from '../../../events/checks.js';
 import type { EventType } from '../../../events/event.js';
 import { newEventId } from '../../../events/event-id.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
@@ -152,8 +156,10 @@ const lookups = new WeakMap<readonly EventType<unknown>[], EventTypeLookup>();
 function lookupOf(options: DynamoOutboxOptions): EventTypeLookup | undefined {
   const types = options.eventTypes;
   if (!types || types.length === 0) return undefined;
-  let lookup = lookups.get(types);
-  if (!lookup) lookups.set(types, (lookup = eventTypeLookup(types)));
+  const known = lookups.get(types);
+  if (known) return known;
+  const lookup = eventTypeLookup(types);
+  lookups.set(types, lookup);
   return lookup;
 }
 

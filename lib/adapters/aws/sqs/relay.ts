@@ -3,7 +3,7 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
 import {
-  LambdacableError,
+  type LambdacableError,
   LimitExceededError,
   MessageFormatError,
 } from '../../../kernel/errors.js';
