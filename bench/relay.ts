@@ -210,7 +210,7 @@ export async function benchRelay(): Promise<BenchResult[]> {
       async () => {
         for (const batch of lambdaBatches) {
           const out = await relay.relay(batch);
-          if (out.batchItemFailures.length > 0 || out.skipped > 0) {
+          if (out.batchItemFailures.length > 0 || out.refused > 0) {
             throw new Error(`relay bench: relay failed: ${JSON.stringify(out)}`);
           }
           relayed += out.sent;

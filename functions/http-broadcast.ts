@@ -28,10 +28,7 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
   try {
     items = parseBroadcastRequest(body);
   } catch (error) {
-    if (error instanceof LimitExceededError) {
-      logger.warn('broadcast refused: over a limit', { reason: error.message });
-      return { statusCode: error.kind === 'payload' ? 413 : 422, body: error.message };
-    }
+    if (error instanceof LimitExceededError) return overLimit(error, logger);
     if (!(error instanceof MessageFormatError)) throw error;
     logger.warn('broadcast refused: malformed body', { reason: error.message });
     return { statusCode: 422, body: error.message };
@@ -50,6 +47,8 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
   try {
     await Promise.all(messages.map((message) => producer.publish(message)));
   } catch (error) {
+    // The producer refuses, before the write, what the relay could not send.
+    if (error instanceof LimitExceededError) return overLimit(error, logger);
     if (!(error instanceof EncodeError)) throw error;
     logger.warn('broadcast refused: cannot encode', { reason: error.message });
     return { statusCode: 422, body: error.message };
@@ -57,6 +56,27 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
   logger.info('broadcast accepted', { items: items.length });
   return { statusCode: 201, body: '' };
 };
+
+/**
+ * A value over a documented limit: 413 for a payload (body, data, command, SQS body), 422
+ * for a key, with a JSON body naming the limit and the size.
+ */
+function overLimit(
+  error: LimitExceededError,
+  logger: ReturnType<typeof runtime>['logger'],
+): APIGatewayProxyResultV2 {
+  logger.warn('broadcast refused: over a limit', { reason: error.message });
+  return {
+    statusCode: error.kind === 'payload' ? 413 : 422,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      error: error.message,
+      what: error.what,
+      bytes: error.bytes,
+      limit: error.limit,
+    }),
+  };
+}
 
 function encodeAll(
   items: ReturnType<typeof parseBroadcastRequest>,

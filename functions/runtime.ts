@@ -41,6 +41,7 @@ import {
 import {
   AvroCodec,
   BROADCAST_TOPIC,
+  BroadcastEvent,
   type Broadcaster,
   type Broker,
   ConfigError,
@@ -50,11 +51,13 @@ import {
   configFromEnv,
   type Delivery,
   type DeliveryCounts,
+  type EventType,
   type Gateway,
   type GatewayConfig,
   LegacyBroker,
   PingerRuns,
   type Realtime,
+  RemoteCommandEvent,
   type SessionCache,
 } from '../lib/core';
 
@@ -308,7 +311,9 @@ export function relay(): OutboxRelay {
     return new OutboxRelay({
       sqs,
       routes,
-      onSkipped: (reason, seq) => logger.error('outbox record skipped', { reason, seq }),
+      // Refused records are batch item failures: retried, then sent to relay-failures.
+      onRefused: (error, sequenceNumber) =>
+        logger.error('outbox record refused', { error, sequenceNumber }),
     });
   });
 }
@@ -349,12 +354,20 @@ export function consumer(
   };
 }
 
-/** Writes broadcasts to the outbox (the log), never to SQS directly. */
+/**
+ * Writes broadcasts to the outbox (the log), never to SQS directly; refuses, before the
+ * write, a broadcast or command that could not reach a subscriber (SQS body, frame limit).
+ */
 export function producer(): OutboxProducer {
   return part(
     'producer',
     ({ dynamodb, tables }) =>
-      new OutboxProducer({ client: dynamodb, tableName: tables.outbox, topic: BROADCAST_TOPIC }),
+      new OutboxProducer({
+        client: dynamodb,
+        tableName: tables.outbox,
+        topic: BROADCAST_TOPIC,
+        eventTypes: [BroadcastEvent, RemoteCommandEvent] as EventType<unknown>[],
+      }),
   );
 }
 

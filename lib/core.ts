@@ -25,6 +25,11 @@ export {
   unframe,
 } from './events/avro.js';
 export {
+  checkOutboxRecord,
+  type EventTypeLookup,
+  eventTypeLookup,
+} from './events/checks.js';
+export {
   defineEvent,
   type Event,
   type EventDefinition,
@@ -41,10 +46,12 @@ export {
   type SchemaRegistry,
 } from './events/schema-registry.js';
 export {
+  type CloseOptions,
   createEventSender,
   type EventSender,
   type EventSenderOptions,
   NoopEventSender,
+  type SenderCloseReport,
   type SenderStats,
 } from './events/sender.js';
 export {
@@ -56,9 +63,11 @@ export {
   MAX_BROADCAST_BODY_BYTES,
   MAX_BROADCAST_DATA_BYTES,
   MAX_CONNECTION_ID_BYTES,
+  MAX_ENVELOPE_OFFSET,
   MAX_IDENTIFIER_BYTES,
   MAX_IDENTITY_BYTES,
   MAX_SID_BYTES,
+  MAX_SQS_BODY_BYTES,
   MAX_STREAM_BYTES,
 } from './kernel/limits.js';
 export type { Logger } from './kernel/logger.js';
@@ -72,9 +81,13 @@ export type {
   AckUpdate,
 } from './messaging/ack-store.js';
 export {
+  asciiJson,
+  checkSqsBody,
   decodeEnvelope,
   type Envelope,
   encodeEnvelope,
+  envelopeBody,
+  sqsBodyBytes,
 } from './messaging/envelope.js';
 export {
   type Client,
@@ -94,6 +107,8 @@ export {
   type Broadcast,
   BroadcastEvent,
   type BroadcastRequestItem,
+  checkBroadcast,
+  checkRemoteCommand,
   hasBroadcastKey,
   parseBroadcastRequest,
   type RemoteCommand,

@@ -22,7 +22,7 @@ import {
 import { DEFAULT_MONITORING, type MonitoringSettings, monitoring } from './monitoring';
 
 /** The relay's metric of records it cannot send (alarmed at 1). */
-export const RELAY_REFUSED_METRIC = 'skippedRecords';
+export const RELAY_REFUSED_METRIC = 'relayRefusedRecords';
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 type Resource = {

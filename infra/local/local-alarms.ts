@@ -93,7 +93,7 @@ export class LocalAlarms {
       if (undelivered > 0) {
         this.line('ALARM', UNDELIVERED_FRAMES_ALARM, `${undelivered} frame(s) undelivered`);
       }
-      const refused = count('relayRefusedRecords') + count('skippedRecords');
+      const refused = count('relayRefusedRecords');
       if (refused > 0) {
         this.line('ALARM', RELAY_REFUSED_ALARM, `the relay refused ${refused} outbox record(s)`);
       }

@@ -126,7 +126,7 @@ const options: RelayReplayOptions = {
     sqs,
     routes,
     // A record the relay cannot send at all makes the replay incomplete: say why.
-    onSkipped: (reason, seq) => console.error(`  skipped ${seq}: ${reason}`),
+    onRefused: (error, seq) => console.error(`  refused ${seq}: ${error.message}`),
   }),
   dryRun: args['dry-run'],
 };

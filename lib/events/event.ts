@@ -30,6 +30,12 @@ export interface EventDefinition<T> {
   readonly topic?: string;
   /** Derives the key (the partition) from the value when the event has none. */
   readonly key?: (value: T) => string;
+  /**
+   * Refuses a value that could be committed but never reach its consumers (throws, e.g.
+   * `LimitExceededError`); every producer path calls it before commit.
+   * @default no check
+   */
+  readonly check?: (value: T) => void;
 }
 
 /** An Avro-typed event type. */
@@ -42,6 +48,8 @@ export interface EventType<T = unknown> {
   readonly topic: string | undefined;
   /** The key derived from `value` by the definition's `key` function, if any. */
   keyOf(value: T): string | undefined;
+  /** Throws when `value` cannot reach this type's consumers (the definition's `check`). */
+  check(value: T): void;
   /** An event of this type. */
   of(value: T): Event<T>;
 }
@@ -83,6 +91,7 @@ export function defineEvent<T>(definition: EventDefinition<T>): EventType<T> {
     avroType,
     topic: definition.topic,
     keyOf: (value: T) => definition.key?.(value),
+    check: (value: T) => definition.check?.(value),
     of: (value: T) => ({ type, value }),
   };
   return type;

@@ -27,6 +27,16 @@ export const MAX_CONNECTION_ID_BYTES = 1024;
 export const MAX_BROADCAST_DATA_BYTES = 96 * 1024;
 /** Largest `POST /_broadcast` body. */
 export const MAX_BROADCAST_BODY_BYTES = 256 * 1024;
+/**
+ * Largest SQS message body the relay sends (SQS FIFO's 256 KiB). Every producer checks an
+ * event's body as the relay would encode it ({@link MAX_ENVELOPE_OFFSET}), before commit.
+ */
+export const MAX_SQS_BODY_BYTES = 262_144;
+/**
+ * The largest offset an envelope can carry: a DynamoDB Stream sequence number has at most 40
+ * digits. Producers size a body with it, so a record they accept fits whatever its offset.
+ */
+export const MAX_ENVELOPE_OFFSET = 10n ** 40n - 1n;
 
 /** The most characters of client-controlled text a log entry carries per field. */
 export const MAX_LOGGED_CHARS = 200;
@@ -45,6 +55,16 @@ export function clipForLog(value: string | undefined): string | undefined {
 /** UTF-8 length of `value`. */
 export function utf8Bytes(value: string): number {
   return Buffer.byteLength(value, 'utf8');
+}
+
+/** Throws {@link LimitExceededError} (`kind: 'payload'`) when `bytes` is over `limit`. */
+export function checkPayloadBytes(what: string, bytes: number, limit: number, why = ''): void {
+  if (bytes > limit) {
+    throw new LimitExceededError(
+      `${what} is ${bytes} bytes, the limit is ${limit}${why ? ` (${why})` : ''}`,
+      { what, bytes, limit, kind: 'payload' },
+    );
+  }
 }
 
 /** Throws {@link LimitExceededError} (`kind: 'key'`) when `value` is over `limit` bytes. */

@@ -18,4 +18,10 @@ export interface OutboxRecord {
 export interface TxOutbox<Tx> {
   /** Adds the record's write to `tx`; nothing is sent until the caller commits. */
   addToTx(tx: Tx, record: OutboxRecord): void;
+  /**
+   * Runs `action` once `tx` has committed, never when it rolls back. Only an outbox that
+   * sees the commit implements it (the memory outbox); for the others (DynamoDB, where the
+   * caller sends `TransactWriteItems`) the caller says so with `EventSender.afterCommit(tx)`.
+   */
+  onCommit?(tx: Tx, action: () => Promise<void>): void;
 }

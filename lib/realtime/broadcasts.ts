@@ -62,6 +62,7 @@ export const BroadcastEvent: EventType<Broadcast> = /* @__PURE__ */ defineEvent<
     ],
   },
   key: (value) => value.stream,
+  check: (value) => checkBroadcast(value),
 });
 
 /** The built-in remote command event. */
@@ -77,7 +78,43 @@ export const RemoteCommandEvent: EventType<RemoteCommand> =
       ],
     },
     key: remoteCommandKey,
+    check: (value) => checkRemoteCommand(value),
   });
+
+/**
+ * Refuses a broadcast no subscriber could get: a stream name over {@link MAX_STREAM_BYTES}
+ * (`kind: 'key'`), or a `data` over {@link MAX_BROADCAST_DATA_BYTES} as given or as
+ * re-encoded in the frame (`kind: 'payload'`): the frame must stay under API Gateway's 128 KB.
+ * `at` prefixes the message (`item at index 1`).
+ */
+export function checkBroadcast(value: Broadcast, at = 'broadcast'): void {
+  checkKeyBytes(`${at}: "stream"`, value.stream, MAX_STREAM_BYTES);
+  // Subscribers get data JSON-decoded and re-encoded in their frame: both must fit.
+  const dataBytes = Math.max(
+    utf8Bytes(value.data),
+    utf8Bytes(JSON.stringify(decodeData(value.data)) ?? ''),
+  );
+  if (dataBytes > MAX_BROADCAST_DATA_BYTES) {
+    throw new LimitExceededError(
+      `${at}: "data" is ${dataBytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+      { what: 'data', bytes: dataBytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
+    );
+  }
+}
+
+/**
+ * Refuses a remote command over {@link MAX_BROADCAST_DATA_BYTES} (command and payload
+ * together, `kind: 'payload'`): the same path as a broadcast, the same limit.
+ */
+export function checkRemoteCommand(value: RemoteCommand, at = 'remote command'): void {
+  const bytes = utf8Bytes(value.payload) + utf8Bytes(value.command);
+  if (bytes > MAX_BROADCAST_DATA_BYTES) {
+    throw new LimitExceededError(
+      `${at}: the command is ${bytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+      { what: 'command', bytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
+    );
+  }
+}
 
 /** One item of an HTTP broadcast request. */
 export type BroadcastRequestItem =
@@ -115,16 +152,9 @@ export function parseBroadcastRequest(body: string | undefined | null): Broadcas
     }
     const { stream, data, command, payload } = item as Record<string, unknown>;
     if (typeof command === 'string' && command.length > 0) {
-      const json = JSON.stringify(payload ?? {});
-      const bytes = utf8Bytes(json) + utf8Bytes(command);
-      // The same path as a broadcast (outbox, SQS envelope): the same limit.
-      if (bytes > MAX_BROADCAST_DATA_BYTES) {
-        throw new LimitExceededError(
-          `item${at}: the command is ${bytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
-          { what: 'command', bytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
-        );
-      }
-      return { kind: 'command', command: { command, payload: json } };
+      const remote = { command, payload: JSON.stringify(payload ?? {}) };
+      checkRemoteCommand(remote, `item${at}`);
+      return { kind: 'command', command: remote };
     }
     if (typeof stream !== 'string' || stream.length === 0) {
       throw new MessageFormatError(`item${at}: "stream" must be a non-empty string`);
@@ -132,15 +162,7 @@ export function parseBroadcastRequest(body: string | undefined | null): Broadcas
     if (typeof data !== 'string') {
       throw new MessageFormatError(`item${at}: "data" must be a string (JSON-encode objects)`);
     }
-    checkKeyBytes(`item${at}: "stream"`, stream, MAX_STREAM_BYTES);
-    // Subscribers get data JSON-decoded and re-encoded in their frame: both must fit.
-    const dataBytes = Math.max(utf8Bytes(data), utf8Bytes(JSON.stringify(decodeData(data))));
-    if (dataBytes > MAX_BROADCAST_DATA_BYTES) {
-      throw new LimitExceededError(
-        `item${at}: "data" is ${dataBytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
-        { what: 'data', bytes: dataBytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
-      );
-    }
+    checkBroadcast({ stream, data }, `item${at}`);
     return { kind: 'broadcast', broadcast: { stream, data } };
   });
 }

@@ -414,14 +414,21 @@ const httpRows: HttpRow[] = [
     name: 'a 1 MB body',
     body: () => JSON.stringify({ stream: 'a', data: 'x'.repeat(1024 * 1024) }),
     status: 413,
-    response: new RegExp(`^body is \\d+ bytes, the limit is ${MAX_BROADCAST_BODY_BYTES}$`),
+    response: new RegExp(
+      `^\\{"error":"body is \\d+ bytes, the limit is ${MAX_BROADCAST_BODY_BYTES}","what":"body","bytes":\\d+,"limit":${MAX_BROADCAST_BODY_BYTES}\\}$`,
+    ),
   },
   {
     name: `data over ${MAX_BROADCAST_DATA_BYTES} bytes`,
     body: () => JSON.stringify({ stream: 'a', data: 'x'.repeat(MAX_BROADCAST_DATA_BYTES + 10) }),
     status: 413,
     // Not JSON: clients get it as a JSON string, quotes included.
-    response: `item: "data" is ${MAX_BROADCAST_DATA_BYTES + 12} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+    response: JSON.stringify({
+      error: `item: "data" is ${MAX_BROADCAST_DATA_BYTES + 12} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+      what: 'data',
+      bytes: MAX_BROADCAST_DATA_BYTES + 12,
+      limit: MAX_BROADCAST_DATA_BYTES,
+    }),
   },
   {
     name: `a stream name over ${MAX_STREAM_BYTES} bytes`,
@@ -431,7 +438,12 @@ const httpRows: HttpRow[] = [
         { stream: 'é'.repeat(200), data: '1' },
       ]),
     status: 422,
-    response: `item at index 1: "stream" is 400 bytes, the limit is ${MAX_STREAM_BYTES} (UTF-8)`,
+    response: JSON.stringify({
+      error: `item at index 1: "stream" is 400 bytes, the limit is ${MAX_STREAM_BYTES} (UTF-8)`,
+      what: 'item at index 1: "stream"',
+      bytes: 400,
+      limit: MAX_STREAM_BYTES,
+    }),
   },
   {
     name: 'a remote command over the limit',
@@ -441,7 +453,12 @@ const httpRows: HttpRow[] = [
         payload: { identity: 'x'.repeat(MAX_BROADCAST_DATA_BYTES) },
       }),
     status: 413,
-    response: `item: the command is ${MAX_BROADCAST_DATA_BYTES + 25} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+    response: JSON.stringify({
+      error: `item: the command is ${MAX_BROADCAST_DATA_BYTES + 25} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+      what: 'command',
+      bytes: MAX_BROADCAST_DATA_BYTES + 25,
+      limit: MAX_BROADCAST_DATA_BYTES,
+    }),
   },
   {
     // Keys no table could hold: the consumer finds nothing instead of failing forever.

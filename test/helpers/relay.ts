@@ -51,7 +51,7 @@ export function relayFor(
   routes: OutboxRelayOptions['routes'],
   extra: Partial<OutboxRelayOptions> = {},
 ): OutboxRelay {
-  return new OutboxRelay({ sqs, routes, onSkipped: () => {}, ...extra });
+  return new OutboxRelay({ sqs, routes, onRefused: () => {}, ...extra });
 }
 
 /** Receives until the queue stays empty, deleting what it got. */

@@ -16,6 +16,9 @@ import {
   EncodeError,
   type EventSender,
   EventTopics,
+  LimitExceededError,
+  MAX_SQS_BODY_BYTES,
+  MessageFormatError,
   UnknownEventTypeError,
   withKey,
 } from '../../lib/core';
@@ -138,7 +141,7 @@ describe('sendInTx and the outbox relay (DynamoDB Local + fauxqs)', () => {
     await receiveAll(env.sqs, env.queues.audit!.url);
   });
 
-  it('fails before sending for an unregistered type, an invalid value or an item over 400 KB', async () => {
+  it('fails before sending for an unregistered type, an invalid value or an event over the SQS body limit', async () => {
     const tx: TransactWriteItem[] = [];
     await expect(env.sender.sendInTx(tx, UserSignedUp.of({ email: 'x' }))).rejects.toThrow(
       UnknownEventTypeError,
@@ -147,7 +150,10 @@ describe('sendInTx and the outbox relay (DynamoDB Local + fauxqs)', () => {
       env.sender.sendInTx(tx, OrderPlaced.of({ orderId: 'o', amount: 1.5 })),
     ).rejects.toThrow(EncodeError);
     const huge = OrderPlaced.of({ orderId: 'x'.repeat(420 * 1024), amount: 1 });
-    await expect(env.sender.sendInTx(tx, huge)).rejects.toThrow(/DynamoDB limit is 409600/);
+    await expect(env.sender.sendInTx(tx, huge)).rejects.toThrow(LimitExceededError);
+    await expect(env.sender.sendInTx(tx, huge)).rejects.toThrow(
+      new RegExp(`is \\d+ bytes, the limit is ${MAX_SQS_BODY_BYTES} \\(MAX_SQS_BODY_BYTES`),
+    );
     expect(tx).toEqual([]);
   });
 
@@ -338,12 +344,12 @@ describe('StreamPoller (the stream event source mapping)', () => {
 });
 
 describe('relay input it cannot deliver', () => {
-  it('skips a malformed outbox row and an oversize message, and reports them', async () => {
+  it('refuses a malformed outbox row and an oversize message: batch item failures, never skipped', async () => {
     const env = await setup('skip');
-    const skipped: string[] = [];
+    const refused: { error: Error; seq: string | undefined }[] = [];
     const relay = relayFor(env.sqs, routes(env), {
       maxMessageBytes: 300,
-      onSkipped: (reason) => skipped.push(reason),
+      onRefused: (error, seq) => refused.push({ error, seq }),
     });
     const result = await relay.relay([
       { eventName: 'INSERT', dynamodb: { SequenceNumber: '1', NewImage: { pk: { S: 'x' } } } },
@@ -362,8 +368,19 @@ describe('relay input it cannot deliver', () => {
         },
       },
     ] as DynamoDBRecord[]);
-    expect(result).toEqual({ batchItemFailures: [], sent: 0, skipped: 2 });
-    expect(skipped[0]).toMatch(/malformed outbox row/);
-    expect(skipped[1]).toMatch(/the limit is 300/);
+    // Lambda retries from the first, then hands the batch to relay-failures.
+    expect(result).toEqual({
+      batchItemFailures: [{ itemIdentifier: '1' }],
+      sent: 0,
+      refused: 2,
+      refusedSequenceNumbers: ['1', '2'],
+    });
+    expect(refused.map((r) => r.seq)).toEqual(['1', '2']);
+    expect(refused[0]!.error).toBeInstanceOf(MessageFormatError);
+    expect(refused[0]!.error.message).toMatch(/malformed outbox row/);
+    expect(refused[1]!.error).toBeInstanceOf(LimitExceededError);
+    expect(refused[1]!.error.message).toMatch(
+      /is \d+ bytes, the limit is 300 \(maxMessageBytes\)$/,
+    );
   });
 });

@@ -202,7 +202,7 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
     const relay = new OutboxRelay({
       sqs: sqsClient({ SendMessageBatchCommand: [0.03, 0.01] }),
       routes: { soak: [queue.url] },
-      onSkipped: () => {},
+      onRefused: () => {},
     });
     let relayCalls = 0;
     const streams = new DynamoDBStreamsClient({

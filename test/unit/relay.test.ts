@@ -98,7 +98,7 @@ function recordingSqs(): { sqs: SQSClient; sent: SendMessageBatchCommand['input'
 describe('OutboxRelay', () => {
   it('sends bodies in ASCII: the same JSON, with no character SQS (or fauxqs) refuses', async () => {
     const { sqs, sent } = recordingSqs();
-    const relay = new OutboxRelay({ sqs, routes: { t: ['q'] }, onSkipped: () => {} });
+    const relay = new OutboxRelay({ sqs, routes: { t: ['q'] }, onRefused: () => {} });
     const key = 'café/🎉/\uffff';
     await relay.relay([insert(key, 'id1', '1')]);
     const body = sent[0]?.Entries?.[0]?.MessageBody ?? '';
@@ -108,7 +108,7 @@ describe('OutboxRelay', () => {
 
   it('sends only group and deduplication ids SQS accepts, one id per key', async () => {
     const { sqs, sent } = recordingSqs();
-    const relay = new OutboxRelay({ sqs, routes: { t: ['q'] }, onSkipped: () => {} });
+    const relay = new OutboxRelay({ sqs, routes: { t: ['q'] }, onRefused: () => {} });
     const keys = ['chat 42', 'café', 'x'.repeat(300), 'chat/42', 'chat 42'];
     const result = await relay.relay(
       keys.map((k, i) => insert(k, i === 1 ? 'id with space' : `id${i}`, String(100 + i))),

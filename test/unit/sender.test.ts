@@ -7,6 +7,7 @@ import {
   createEventSender,
   EventSenderError,
   EventTopics,
+  LimitExceededError,
   NoopEventSender,
   type OutgoingMessage,
   type Producer,
@@ -251,6 +252,285 @@ describe('NoopEventSender', () => {
     sender.sendAsync();
     await sender.sendInTx();
     await sender.close();
-    expect(sender.stats()).toEqual({ sent: 0, dropped: 0, failed: 0, buffered: 0 });
+    expect(await sender.close()).toEqual({
+      sent: 0,
+      failed: 0,
+      dropped: 0,
+      sinkFailed: 0,
+      unflushed: 0,
+      complete: true,
+    });
+    expect(sender.stats()).toEqual({ sent: 0, dropped: 0, failed: 0, buffered: 0, sinkFailed: 0 });
+  });
+});
+
+/** Waits (polling, no assertion on time) until `done()` holds. */
+async function settle(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 400 && !done(); i++) await new Promise((r) => setTimeout(r, 5));
+}
+
+/** A file sink path whose directory does not exist: every append fails. */
+async function brokenSink(): Promise<string> {
+  return join(await mkdtemp(join(tmpdir(), 'lambdacable-')), 'missing', 'events.jsonl');
+}
+
+describe('EventSender never throws into the caller', () => {
+  it('reports and counts a failing file sink: no unhandled rejection, consistent stats', async () => {
+    const unhandled: unknown[] = [];
+    const listener = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', listener);
+    try {
+      const errors: unknown[] = [];
+      const producer = new RecordingProducer();
+      const sender = await createEventSender({
+        topics: testTopics(),
+        registry: new MemorySchemaRegistry(),
+        producer,
+        fileSink: await brokenSink(),
+        onError: (e) => errors.push(e),
+      }).initialize();
+      sender.sendAsync(orderPlaced('a'));
+      // Not closed: the failure surfaces while nobody awaits the sender.
+      await settle(() => errors.length > 0 || unhandled.length > 0);
+      await new Promise((r) => setImmediate(r));
+      expect(unhandled).toEqual([]);
+      expect((errors[0] as NodeJS.ErrnoException).code).toBe('ENOENT');
+      expect(producer.published).toHaveLength(1);
+      expect(sender.stats()).toEqual({
+        sent: 1,
+        dropped: 0,
+        failed: 0,
+        buffered: 0,
+        sinkFailed: 1,
+      });
+      expect(await sender.close()).toEqual({
+        sent: 1,
+        failed: 0,
+        dropped: 0,
+        sinkFailed: 1,
+        unflushed: 0,
+        complete: false,
+      });
+    } finally {
+      process.off('unhandledRejection', listener);
+    }
+  });
+
+  it('exits a plain node process normally when the file sink fails (Node makes unhandled rejections fatal)', async () => {
+    const { execFile } = await import('node:child_process');
+    const sink = await brokenSink();
+    const script = `
+      import { createEventSender, EventTopics, defineEvent } from './lib/core.ts';
+      import { MemorySchemaRegistry } from './lib/testing.ts';
+      const E = defineEvent({ name: 'x.E', topic: 't', schema: { type: 'record', fields: [{ name: 'a', type: 'string' }] } });
+      const sender = await createEventSender({
+        topics: new EventTopics().register(E),
+        registry: new MemorySchemaRegistry(),
+        producer: { publish: async () => {} },
+        fileSink: ${JSON.stringify(sink)},
+        onError: () => {},
+      }).initialize();
+      sender.sendAsync(E.of({ a: '1' }));
+      await new Promise((r) => setTimeout(r, 200));
+      console.log(JSON.stringify(sender.stats()));
+    `;
+    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>(
+      (resolve) => {
+        const child = execFile(
+          process.execPath,
+          ['--import', 'tsx', '--input-type=module', '-e', script],
+          { cwd: process.cwd() },
+          (_error, out) => resolve({ code: child.exitCode, stdout: out }),
+        );
+      },
+    );
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ sent: 1, sinkFailed: 1, buffered: 0 });
+  });
+
+  it('ignores what onError throws', async () => {
+    const sender = await createEventSender({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      producer: {
+        publish: async () => {
+          throw new Error('boom');
+        },
+      },
+      onError: () => {
+        throw new Error('onError too');
+      },
+    }).initialize();
+    sender.sendAsync(orderPlaced('a'));
+    expect(await sender.close()).toMatchObject({ failed: 1, complete: false });
+  });
+});
+
+describe('EventSender.close', () => {
+  it('reports what a producer that keeps failing did not take', async () => {
+    const sender = await createEventSender({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      producer: {
+        publish: async () => {
+          throw new Error('unavailable');
+        },
+      },
+      onError: () => {},
+    }).initialize();
+    sender.sendAsync(orderPlaced('a'));
+    sender.sendAsync(orderPlaced('b'));
+    expect(await sender.close()).toEqual({
+      sent: 0,
+      failed: 2,
+      dropped: 0,
+      sinkFailed: 0,
+      unflushed: 0,
+      complete: false,
+    });
+  });
+
+  it('reports as unflushed what a producer that never answers still holds when timeoutMs passes', async () => {
+    const producer = new RecordingProducer();
+    producer.gate = new Promise(() => {});
+    const sender = await createEventSender({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      producer,
+    }).initialize();
+    sender.sendAsync(orderPlaced('a'));
+    sender.sendAsync(orderPlaced('b'));
+    const report = await sender.close({ timeoutMs: 20 });
+    expect(report).toEqual({
+      sent: 0,
+      failed: 0,
+      dropped: 0,
+      sinkFailed: 0,
+      unflushed: 2,
+      complete: false,
+    });
+    expect(sender.stats().buffered).toBe(2);
+  });
+
+  it('is complete when everything went out', async () => {
+    const sender = await createEventSender({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      producer: new RecordingProducer(),
+    }).initialize();
+    sender.sendAsync(orderPlaced('a'));
+    expect(await sender.close()).toMatchObject({ sent: 1, unflushed: 0, complete: true });
+  });
+});
+
+describe('createEventSender(...).close (flachnetz EventSenderInitializer.Close)', () => {
+  it('is a no-op reporting nothing before initialize', async () => {
+    const init = createEventSender({ topics: testTopics(), registry: new MemorySchemaRegistry() });
+    expect(await init.close()).toEqual({
+      sent: 0,
+      failed: 0,
+      dropped: 0,
+      sinkFailed: 0,
+      unflushed: 0,
+      complete: true,
+    });
+  });
+
+  it('closes the initialized sender and returns its report', async () => {
+    const producer = new RecordingProducer();
+    const init = createEventSender({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      producer,
+    });
+    const sender = await init.initialize();
+    sender.sendAsync(orderPlaced('a'));
+    expect(await init.close()).toMatchObject({ sent: 1, complete: true });
+    sender.sendAsync(orderPlaced('late'));
+    expect(sender.stats().dropped).toBe(1);
+    expect(producer.published).toHaveLength(1);
+  });
+});
+
+describe('the file sink and transactions', () => {
+  async function lines(path: string): Promise<string[]> {
+    const text = await readFile(path, 'utf8').catch(() => '');
+    return text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => (JSON.parse(l) as { payload: { orderId: string } }).payload.orderId);
+  }
+
+  it('writes a sendInTx event once its memory transaction committed, never for a rollback', async () => {
+    const { producer } = setup();
+    const outbox = new MemoryOutbox(producer);
+    const path = join(await mkdtemp(join(tmpdir(), 'lambdacable-')), 'events.jsonl');
+    const sender = await createEventSender<MemoryTransaction>({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      outbox,
+      fileSink: path,
+    }).initialize();
+
+    const rolledBack = outbox.begin();
+    await sender.sendInTx(rolledBack, orderPlaced('never'));
+    rolledBack.rollback();
+    await rolledBack.commit();
+    const committed = outbox.begin();
+    await sender.sendInTx(committed, orderPlaced('o-1'));
+    expect(await lines(path)).toEqual([]);
+    await committed.commit();
+    expect(await lines(path)).toEqual(['o-1']);
+  });
+
+  it('writes for an outbox that does not see the commit only on afterCommit(tx)', async () => {
+    const added: unknown[] = [];
+    const path = join(await mkdtemp(join(tmpdir(), 'lambdacable-')), 'events.jsonl');
+    const sender = await createEventSender<unknown[]>({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      outbox: { addToTx: (tx, record) => tx.push(record) },
+      fileSink: path,
+    }).initialize();
+    const cancelled: unknown[] = [];
+    await sender.sendInTx(cancelled, orderPlaced('cancelled'));
+    const tx: unknown[] = added;
+    await sender.sendInTx(tx, orderPlaced('o-2'));
+    expect(await lines(path)).toEqual([]);
+    await sender.afterCommit(tx);
+    await sender.afterCommit(tx);
+    expect(await lines(path)).toEqual(['o-2']);
+  });
+});
+
+describe('refusals before commit', () => {
+  it('sendInTx refuses an event over the SQS body limit, adding nothing', async () => {
+    const { producer } = setup();
+    const outbox = new MemoryOutbox(producer);
+    const sender = await createEventSender<MemoryTransaction>({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      outbox,
+    }).initialize();
+    const tx = outbox.begin();
+    await expect(
+      sender.sendInTx(tx, OrderPlaced.of({ orderId: 'x'.repeat(200_000), amount: 1 })),
+    ).rejects.toThrow(/is \d+ bytes, the limit is 262144 \(MAX_SQS_BODY_BYTES/);
+    expect(tx.records).toEqual([]);
+  });
+
+  it('sendAsync refuses it through onError and counts it failed', async () => {
+    const errors: unknown[] = [];
+    const producer = new RecordingProducer();
+    const sender = await createEventSender({
+      topics: testTopics(),
+      registry: new MemorySchemaRegistry(),
+      producer,
+      onError: (e) => errors.push(e),
+    }).initialize();
+    sender.sendAsync(OrderPlaced.of({ orderId: 'x'.repeat(200_000), amount: 1 }));
+    expect(await sender.close()).toMatchObject({ failed: 1, sent: 0, complete: false });
+    expect(errors[0]).toBeInstanceOf(LimitExceededError);
+    expect(producer.published).toEqual([]);
   });
 });

@@ -8,6 +8,12 @@ import {
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import {
+  checkOutboxRecord,
+  type EventTypeLookup,
+  eventTypeLookup,
+} from '../../../events/checks.js';
+import type { EventType } from '../../../events/event.js';
 import { newEventId } from '../../../events/event-id.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
 import { AwsResourceError, EncodeError, MessageFormatError } from '../../../kernel/errors.js';
@@ -38,13 +44,29 @@ export interface DynamoOutboxOptions {
    * @default 172800
    */
   readonly retentionSeconds?: number;
+  /**
+   * Event types whose `check` this outbox applies to the raw records it writes (decoding the
+   * payload with the type's schema), e.g. `[BroadcastEvent, RemoteCommandEvent]` so that a
+   * broadcast over the frame limit is refused at `publish` as at `POST /_broadcast`. Events
+   * sent with an `EventSender` are checked by the sender whatever this says; the SQS body
+   * limit is checked for every record.
+   * @default [] (no type-specific check)
+   */
+  readonly eventTypes?: readonly EventType<unknown>[];
 }
 
-/** The outbox row of `record`. Throws {@link EncodeError} when it exceeds 400 KB. */
+/**
+ * The outbox row of `record`. Refuses, before anything is written, a record that could be
+ * committed but never relayed: `LimitExceededError` for an SQS body over `MAX_SQS_BODY_BYTES`
+ * or a value its type's `check` refuses ({@link checkOutboxRecord}), {@link EncodeError}
+ * for an item over DynamoDB's 400 KB.
+ */
 export function outboxItem(
   record: OutboxRecord,
   retentionSeconds = DEFAULT_RETENTION_SECONDS,
+  types?: EventTypeLookup,
 ): Record<string, AttributeValue> {
+  checkOutboxRecord(record, types);
   const item = marshall(
     {
       pk: `${record.topic}#${record.key}`,
@@ -121,14 +143,31 @@ export function writeToOutbox(
   tx.push({
     Put: {
       TableName: options.tableName,
-      Item: outboxItem(record, options.retentionSeconds),
+      Item: outboxItem(record, options.retentionSeconds, lookupOf(options)),
       // Insert-only: an event id is written once.
       ConditionExpression: 'attribute_not_exists(pk)',
     },
   });
 }
 
-/** The transactional outbox on DynamoDB: `sendInTx` adds a `Put` to the caller's `TransactItems`. */
+const lookups = new WeakMap<readonly EventType<unknown>[], EventTypeLookup>();
+
+/** The lookup of `options.eventTypes`, built once per array. */
+function lookupOf(options: DynamoOutboxOptions): EventTypeLookup | undefined {
+  const types = options.eventTypes;
+  if (!types || types.length === 0) return undefined;
+  const known = lookups.get(types);
+  if (known) return known;
+  const lookup = eventTypeLookup(types);
+  lookups.set(types, lookup);
+  return lookup;
+}
+
+/**
+ * The transactional outbox on DynamoDB: `sendInTx` adds a `Put` to the caller's
+ * `TransactItems`. The caller commits (`TransactWriteItemsCommand`): the outbox never sees
+ * the outcome, so a sender's file sink learns it from `EventSender.afterCommit(tx)`.
+ */
 export class DynamoOutbox implements TxOutbox<TransactWriteItem[]> {
   constructor(private readonly options: DynamoOutboxOptions) {}
 
@@ -232,6 +271,7 @@ export class OutboxProducer implements CloseableProducer {
           timestamp,
         },
         this.options.retentionSeconds,
+        lookupOf(this.options),
       );
     } catch (error) {
       return Promise.reject(error);

@@ -160,7 +160,8 @@ export async function replayRelayFailure(
   return {
     ...base,
     outcome: problems.length === 0 ? 'replayed' : 'incomplete',
-    replayed: events.slice(0, sent.count),
+    // A record the relay refused was not sent: it is not replayed.
+    replayed: events.slice(0, sent.count).filter((e) => !sent.refused.has(e.sequenceNumber)),
     missing,
     detail: problems.length === 0 ? undefined : problems.join('; '),
   };
@@ -168,17 +169,18 @@ export async function replayRelayFailure(
 
 /**
  * Relays `records` in order, each retried from the first one not sent as Lambda would;
- * returns how many were handed over before the first that never was sent (those the relay
- * skips among them are counted, and make it an error).
+ * returns how many were handed over before the first that never was sent. A record the
+ * relay refuses (one it can never send) does not stop the rest: it is counted, and makes
+ * it an error.
  */
 async function relayInOrder(
   records: readonly DynamoDBRecord[],
   options: RelayReplayOptions,
-): Promise<{ count: number; error: string | undefined }> {
+): Promise<{ count: number; refused: ReadonlySet<string>; error: string | undefined }> {
   const maxAttempts = options.maxAttempts ?? 5;
   let done = 0;
   let attempts = 0;
-  let skipped = 0;
+  const refused = new Set<string>();
   while (done < records.length) {
     const batch = records.slice(done, done + RELAY_BATCH);
     let result: RelayResult;
@@ -188,27 +190,34 @@ async function relayInOrder(
       result = {
         batchItemFailures: [{ itemIdentifier: batch[0]?.dynamodb?.SequenceNumber ?? '' }],
         sent: 0,
-        skipped: 0,
+        refused: 0,
+        refusedSequenceNumbers: [],
       };
       if (attempts + 1 >= maxAttempts) {
-        return { count: done, error: `relay failed: ${(error as Error).message}` };
+        return { count: done, refused, error: `relay failed: ${(error as Error).message}` };
       }
     }
     const failed = result.batchItemFailures[0]?.itemIdentifier;
     if (failed === undefined) {
-      // The relay sent the rest of a batch around a record it skips (one it can never send).
-      skipped += result.skipped;
       done += batch.length;
       attempts = 0;
       continue;
     }
     const at = batch.findIndex((r) => r.dynamodb?.SequenceNumber === failed);
+    if (at >= 0 && result.refusedSequenceNumbers.includes(failed)) {
+      // Retrying cannot help: go on after it (what follows was sent; sending again is harmless).
+      refused.add(failed);
+      done += at + 1;
+      attempts = 0;
+      continue;
+    }
     done += Math.max(0, at);
     if (at > 0) attempts = 0;
     attempts++;
     if (attempts >= maxAttempts) {
       return {
         count: done,
+        refused,
         error: `relay failed ${attempts} times from sequence number ${failed}`,
       };
     }
@@ -216,7 +225,11 @@ async function relayInOrder(
   }
   return {
     count: done,
-    error: skipped > 0 ? `the relay skipped ${skipped} record(s) it cannot send` : undefined,
+    refused,
+    error:
+      refused.size > 0
+        ? `the relay refused ${refused.size} record(s) it cannot send: ${[...refused].join(', ')}`
+        : undefined,
   };
 }
 

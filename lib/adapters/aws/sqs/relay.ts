@@ -2,7 +2,13 @@ import { createHash } from 'node:crypto';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
-import { encodeEnvelope } from '../../../messaging/envelope.js';
+import {
+  type LambdacableError,
+  LimitExceededError,
+  MessageFormatError,
+} from '../../../kernel/errors.js';
+import { checkPayloadBytes, MAX_SQS_BODY_BYTES } from '../../../kernel/limits.js';
+import { envelopeBody } from '../../../messaging/envelope.js';
 import type { OutboxRecord } from '../../../outbox/types.js';
 import { recordFromItem } from '../dynamodb/outbox.js';
 
@@ -12,8 +18,8 @@ export interface OutboxRelayOptions {
   /** Topic → the queue URLs of the consumer groups subscribed to it. */
   readonly routes: Readonly<Record<string, readonly string[]>>;
   /**
-   * Largest SQS message body, in bytes; larger records are logged and skipped.
-   * @default 262144
+   * Largest SQS message body, in bytes; a larger record is refused (a batch item failure).
+   * @default 262144 (`MAX_SQS_BODY_BYTES`)
    */
   readonly maxMessageBytes?: number;
   /**
@@ -21,8 +27,13 @@ export interface OutboxRelayOptions {
    * @default 262144
    */
   readonly maxBatchBytes?: number;
-  /** Receives records that can never be delivered. @default console.error */
-  readonly onSkipped?: (reason: string, sequenceNumber: string | undefined) => void;
+  /**
+   * Called for every record the relay cannot send (a `MessageFormatError` for a row it
+   * cannot read, a `LimitExceededError` for a body over `maxMessageBytes`): such a record is
+   * also returned in `batchItemFailures`, never skipped.
+   * @default console.error
+   */
+  readonly onRefused?: (error: LambdacableError, sequenceNumber: string | undefined) => void;
 }
 
 interface Entry {
@@ -42,7 +53,10 @@ export interface RelayCallOptions {
 /** What one relay call did. */
 export interface RelayResult extends DynamoDBBatchResponse {
   readonly sent: number;
-  readonly skipped: number;
+  /** Records it cannot send (see `onRefused`); the first failure it returns may be one. */
+  readonly refused: number;
+  /** The sequence numbers of the refused records, in stream order. */
+  readonly refusedSequenceNumbers: readonly string[];
 }
 
 const BATCH_ENTRIES = 10;
@@ -73,19 +87,6 @@ export function deduplicationId(eventId: string): string {
   return sqsId(eventId);
 }
 
-/**
- * `json` with every non-ASCII character as a `\uXXXX` escape: the same JSON value, in
- * characters every SQS accepts. SQS refuses U+FFFE and U+FFFF in a body (and fauxqs
- * everything beyond U+FFFF), which a key or header could carry; a body it refuses would
- * be retried forever and stall the shard.
- */
-export function asciiJson(json: string): string {
-  return json.replace(
-    /[\u0080-\uffff]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
-}
-
 function sqsId(value: string): string {
   if (SQS_ID.test(value) && !value.startsWith(HASHED_ID_PREFIX)) return value;
   return HASHED_ID_PREFIX + createHash('sha256').update(value, 'utf8').digest('hex');
@@ -97,18 +98,24 @@ function sqsId(value: string): string {
  * the event id, body = envelope with the stream sequence number as
  * offset). Records are sent in order; on a failure, `batchItemFailures` names the first
  * failed record so Lambda retries from there (what was sent again is deduplicated).
+ *
+ * A record it can never send (a row it cannot read, a body over the SQS limit, which only a
+ * foreign writer can commit: every producer of this library refuses it before commit) is
+ * refused: `onRefused` is called and the record is a batch item failure like a failed send,
+ * so Lambda retries it and, after `maximumRetryAttempts`, hands the batch to the
+ * `relay-failures` destination (`npm run relay:replay`). The records after it are still sent.
  */
 export class OutboxRelay {
   private readonly maxMessageBytes: number;
   private readonly maxBatchBytes: number;
-  private readonly onSkipped: (reason: string, sequenceNumber: string | undefined) => void;
+  private readonly onRefused: (error: LambdacableError, sequenceNumber: string | undefined) => void;
 
   constructor(private readonly options: OutboxRelayOptions) {
-    this.maxMessageBytes = options.maxMessageBytes ?? 262_144;
+    this.maxMessageBytes = options.maxMessageBytes ?? MAX_SQS_BODY_BYTES;
     this.maxBatchBytes = options.maxBatchBytes ?? 262_144;
-    this.onSkipped =
-      options.onSkipped ??
-      ((reason, seq) => console.error(`outbox relay skipped record ${seq}: ${reason}`));
+    this.onRefused =
+      options.onRefused ??
+      ((error, seq) => console.error(`outbox relay refused record ${seq}: ${error.message}`));
   }
 
   /**
@@ -120,28 +127,25 @@ export class OutboxRelay {
     options: RelayCallOptions = {},
   ): Promise<RelayResult> {
     const byQueue = new Map<string, Entry[]>();
-    let skipped = 0;
+    const refused: { index: number; seq: string }[] = [];
     records.forEach((r, index) => {
       // TTL deletes and anything but inserts are not events.
       if (r.eventName !== 'INSERT' || !r.dynamodb?.NewImage) return;
       const seq = r.dynamodb.SequenceNumber;
       let record: OutboxRecord;
+      let body: string;
       try {
         record = recordFromItem(r.dynamodb.NewImage as Record<string, AttributeValue>);
-      } catch (error) {
-        skipped++;
-        this.onSkipped((error as Error).message, seq);
-        return;
-      }
-      const body = asciiJson(
-        encodeEnvelope(record, BigInt(seq ?? '0'), { replayed: options.replayed === true }),
-      );
-      if (Buffer.byteLength(body) > this.maxMessageBytes) {
-        skipped++;
-        this.onSkipped(
-          `message for ${record.id} is ${Buffer.byteLength(body)} bytes, the limit is ${this.maxMessageBytes}`,
-          seq,
+        body = envelopeBody(record, BigInt(seq ?? '0'), { replayed: options.replayed === true });
+        checkPayloadBytes(
+          `SQS body of ${record.type || 'message'} ${record.id}`,
+          Buffer.byteLength(body),
+          this.maxMessageBytes,
+          'maxMessageBytes',
         );
+      } catch (error) {
+        refused.push({ index, seq: seq ?? '' });
+        this.onRefused(asRefusal(error), seq);
         return;
       }
       for (const url of this.options.routes[record.topic] ?? []) {
@@ -160,11 +164,19 @@ export class OutboxRelay {
     const results = await Promise.all(
       [...byQueue].map(([url, entries]) => this.sendAll(url, entries)),
     );
-    const firstFailed = Math.min(...results.map((r) => r.firstFailed));
+    const firstFailed = Math.min(
+      ...results.map((r) => r.firstFailed),
+      ...refused.map((r) => r.index),
+    );
     const sent = results.reduce((n, r) => n + r.sent, 0);
-    if (!Number.isFinite(firstFailed)) return { batchItemFailures: [], sent, skipped };
+    const counts = {
+      sent,
+      refused: refused.length,
+      refusedSequenceNumbers: refused.map((r) => r.seq),
+    };
+    if (!Number.isFinite(firstFailed)) return { batchItemFailures: [], ...counts };
     const seq = records[firstFailed]?.dynamodb?.SequenceNumber ?? '';
-    return { batchItemFailures: [{ itemIdentifier: seq }], sent, skipped };
+    return { batchItemFailures: [{ itemIdentifier: seq }], ...counts };
   }
 
   private async sendAll(
@@ -228,4 +240,12 @@ export class OutboxRelay {
     }
     if (batch.length > 0) yield batch;
   }
+}
+
+/** What the relay reports for a record it cannot send. */
+function asRefusal(error: unknown): LambdacableError {
+  if (error instanceof LimitExceededError || error instanceof MessageFormatError) return error;
+  return new MessageFormatError(`outbox row cannot be relayed: ${(error as Error).message}`, {
+    cause: error,
+  });
 }
