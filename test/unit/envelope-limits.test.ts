@@ -38,11 +38,18 @@ function recordOfBody(bytes: number): OutboxRecord {
 
 describe('sqsBodyBytes', () => {
   it.each([0, 1, 2, 3, 4, 5, 1000, 190_000])(
-    'is the exact length of the body the relay sends, for a %i-byte payload',
+    'is the exact length of the longest body the relay sends (a replay), for a %i-byte payload',
     (n) => {
       const r = record(n, 'café/🎉');
-      expect(sqsBodyBytes(r, 123n)).toBe(Buffer.byteLength(envelopeBody(r, 123n)));
-      expect(sqsBodyBytes(r)).toBe(Buffer.byteLength(envelopeBody(r, MAX_ENVELOPE_OFFSET)));
+      const replayed = { replayed: true };
+      expect(sqsBodyBytes(r, 123n)).toBe(Buffer.byteLength(envelopeBody(r, 123n, replayed)));
+      expect(sqsBodyBytes(r)).toBe(
+        Buffer.byteLength(envelopeBody(r, MAX_ENVELOPE_OFFSET, replayed)),
+      );
+      // The first relay's body is shorter by `,"replayed":true`.
+      expect(sqsBodyBytes(r, 123n) - Buffer.byteLength(envelopeBody(r, 123n))).toBe(
+        ',"replayed":true'.length,
+      );
     },
   );
 
