@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { defineEvent, type EventType } from '../events/event.js';
 import { LimitExceededError, MessageFormatError } from '../kernel/errors.js';
 import {
@@ -33,8 +33,16 @@ export function remoteCommandKey(command: RemoteCommand): string {
   const target = [p.connectionId, p.identity, p.identifier, p.stream].find(
     (v): v is string => typeof v === 'string' && v.length > 0,
   );
-  return target === undefined ? COMMANDS_KEY : `${COMMANDS_KEY}#${target}`;
+  if (target === undefined) return COMMANDS_KEY;
+  // A target too long for a key (the command then finds nothing) is grouped by its hash.
+  if (utf8Bytes(target) > MAX_COMMAND_TARGET_BYTES) {
+    return `${COMMANDS_KEY}#~sha256:${createHash('sha256').update(target, 'utf8').digest('hex')}`;
+  }
+  return `${COMMANDS_KEY}#${target}`;
 }
+
+/** The longest target a remote command's key holds as it is; a longer one is hashed. */
+const MAX_COMMAND_TARGET_BYTES = 1024;
 
 /** A message for a stream's subscribers (AnyCable's broadcast: `{ stream, data }`). */
 export interface Broadcast {

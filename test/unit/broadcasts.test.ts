@@ -76,6 +76,10 @@ describe('built-in broadcast events', () => {
     expect(
       RemoteCommandEvent.keyOf({ command: 'unsubscribe', payload: '{"stream":"chat/9"}' }),
     ).toBe(`${COMMANDS_KEY}#chat/9`);
+    // A target longer than a key may be: its hash.
+    expect(key(JSON.stringify({ identity: 'i'.repeat(3000) }))).toMatch(
+      /^\$commands#~sha256:[0-9a-f]{64}$/,
+    );
     // Nothing named (or not JSON): the shared partition.
     expect(key('{}')).toBe(COMMANDS_KEY);
     expect(key('not json')).toBe(COMMANDS_KEY);
