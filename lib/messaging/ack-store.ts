@@ -62,7 +62,22 @@ export function applyAckUpdate(state: AckState | undefined, update: AckUpdate): 
   return { ackLevel: level, holes, version: (state?.version ?? 0) + 1 };
 }
 
-/** Persisted ack state per (consumer group, partition). */
+/**
+ * The key of a (topic, partition)'s ack state within a consumer group. Offsets (outbox
+ * stream sequence numbers) increase within one outbox partition, `topic#key`, and only
+ * there: a group reading several topics sees, under one key (one SQS message group),
+ * offsets from different stream shards, which do not order each other. So ack state is
+ * kept per topic and partition. The topic is URI-encoded, so it holds no `#` and the first
+ * `#` separates it from the partition (which may contain any character).
+ */
+export function ackPartition(topic: string, partition: string): string {
+  return `${encodeURIComponent(topic)}#${partition}`;
+}
+
+/**
+ * Persisted ack state per (consumer group, partition); the batch consumer's partitions are
+ * {@link ackPartition}s.
+ */
 export interface AckStore {
   /** The stored ack level, or `undefined` if none was saved. */
   load(group: string, partition: string): Promise<bigint | undefined>;

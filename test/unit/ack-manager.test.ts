@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { type ConsumedMessage, consumeSqsBatch } from '../../lib/aws';
-import { AckManager, AckManagerError, type AckStore, PartitionAckManager } from '../../lib/core';
+import {
+  AckManager,
+  AckManagerError,
+  type AckStore,
+  ackPartition,
+  PartitionAckManager,
+} from '../../lib/core';
 import { applyAckUpdate, isAcked } from '../../lib/messaging/ack-store';
 import { MemoryAckStore, MemoryQueue } from '../../lib/testing';
 import { invokeOnMemoryQueue, memorySqsEvent } from '../helpers/memory-lambda';
@@ -234,13 +240,13 @@ describe('consumeSqsBatch on a memory queue: DLQ redrive', () => {
     await drain(queue, handler, store);
     expect(queue.deadLetters.map((d) => text(d.message.value))).toEqual(['poison']);
     expect(calls).toEqual(['poison', 'poison', 'poison', 'n1', 'n2']);
-    expect(await store.load('g', 'p')).toBe(30_000_000_000n);
+    expect(await store.load('g', ackPartition('t', 'p'))).toBe(30_000_000_000n);
 
     fixed = true;
     expect(queue.redrive()).toBe(1);
     await drain(queue, handler, store);
     expect(calls.filter((c) => c === 'poison')).toHaveLength(4); // the redrive: once
-    expect((await store.loadState('g', 'p'))?.holes.size).toBe(0);
+    expect((await store.loadState('g', ackPartition('t', 'p')))?.holes.size).toBe(0);
 
     // Redriven (or delivered) once more after its success: done, not handled again.
     queue.enqueue({
@@ -303,7 +309,7 @@ describe('consumeSqsBatch on a memory queue: DLQ redrive', () => {
     // At least once: handled again, flagged as a redelivery; then done.
     expect(receiveCounts).toEqual([1, 2]);
     expect(responses).toEqual([1, 0, undefined]);
-    expect(isAcked(await base.loadState('g', 'p'), 10_000_000_000n)).toBe(true);
+    expect(isAcked(await base.loadState('g', ackPartition('t', 'p')), 10_000_000_000n)).toBe(true);
   });
 
   it('keeps holes for messages skipped behind a failure of their group', async () => {
@@ -323,7 +329,7 @@ describe('consumeSqsBatch on a memory queue: DLQ redrive', () => {
     );
     expect(response.batchItemFailures).toHaveLength(2);
     expect(calls).toEqual(['a']);
-    const state = await store.loadState('g', 'p');
+    const state = await store.loadState('g', ackPartition('t', 'p'));
     expect(state?.ackLevel).toBe(20_000_000_000n);
     expect([...(state?.holes.keys() ?? [])]).toEqual([10_000_000_000n, 20_000_000_000n]);
     // b comes back (a retry, or a redrive after both were dead-lettered): it is handled.

@@ -15,7 +15,7 @@ import {
 import { awsCall } from '../call.js';
 
 /**
- * Ack state in the `acks` table (`pk` = group `#` partition): `ackLevel` (N), `holes`
+ * Ack state in the `acks` table (`pk` = group `#` partition, the batch consumer's partition being an `ackPartition`: topic `#` key): `ackLevel` (N), `holes`
  * (M: offset → ms opened) and `version` (N). A level only moves forward: `save` is
  * conditional on the stored level being lower; `commit` reads, merges and writes on the
  * condition that `version` is unchanged, re-reading on a concurrent write.

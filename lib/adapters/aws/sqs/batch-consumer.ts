@@ -7,6 +7,7 @@ import {
   type AckState,
   type AckStore,
   type AckUpdate,
+  ackPartition,
   isAcked,
 } from '../../../messaging/ack-store.js';
 import { decodeEnvelope, type Envelope } from '../../../messaging/envelope.js';
@@ -29,7 +30,10 @@ export interface ConsumedMessage extends Message {
 
 /** Options of {@link consumeSqsBatch}. */
 export interface BatchConsumerOptions {
-  /** The consumer group: ack state is kept per group and partition. */
+  /**
+   * The consumer group: ack state is kept per group, topic and partition
+   * ({@link ackPartition}), since offsets only order the messages of one topic and key.
+   */
   readonly group: string;
   /**
    * Persists ack state (level and open holes); a redelivered message that is done under
@@ -116,10 +120,11 @@ export async function consumeSqsBatch(
     try {
       const envelope = decodeEnvelope(r.body, r.messageId);
       envelopes.set(r.messageId, envelope);
-      let batch = batches.get(messageGroupId(envelope.key));
+      const partition = partitionOf(envelope);
+      let batch = batches.get(partition);
       if (!batch) {
         batch = { state: undefined, records: [], completed: new Set(), closed: [] };
-        batches.set(messageGroupId(envelope.key), batch);
+        batches.set(partition, batch);
       }
       batch.records.push({ record: r, offset: envelope.offset });
     } catch (error) {
@@ -170,8 +175,7 @@ export async function consumeSqsBatch(
       logger.error(`nack ${record.messageId}: ${envelope?.message ?? 'no envelope'}`);
       throw envelope ?? new LambdacableError(`no envelope for ${record.messageId}`);
     }
-    // The SQS group id: the key itself unless SQS could not take it (then its hash).
-    const partition = messageGroupId(envelope.key);
+    const partition = partitionOf(envelope);
     if (storeFailed.has(partition)) {
       throw new LambdacableError(`ack state of ${options.group}#${partition} unavailable`);
     }
@@ -185,7 +189,8 @@ export async function consumeSqsBatch(
     let settled: { acked: true } | { acked: false; reason: unknown } | undefined;
     const message: ConsumedMessage = {
       value: envelope.payload,
-      partition,
+      // The SQS group id: the key itself unless SQS could not take it (then its hash).
+      partition: messageGroupId(envelope.key),
       offset,
       id: envelope.id,
       topic: envelope.topic,
@@ -269,6 +274,11 @@ export async function consumeSqsBatch(
     await delayRedelivery(event, response, options.visibility, logger);
   }
   return response;
+}
+
+/** The ack partition of a message: its topic and its SQS message group. */
+function partitionOf(envelope: Envelope): string {
+  return ackPartition(envelope.topic, messageGroupId(envelope.key));
 }
 
 /** Above the stored level and not a hole: never seen by a finished batch. */
