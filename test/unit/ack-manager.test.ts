@@ -342,3 +342,103 @@ describe('consumeSqsBatch on a memory queue: DLQ redrive', () => {
     expect(calls).toEqual(['a', 'b']);
   });
 });
+
+describe('ack state lifecycle', () => {
+  const quiet = { error: () => {}, warn: () => {} };
+  const bytes = (s: string) => new TextEncoder().encode(s);
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+  const day = 24 * 3600 * 1000;
+
+  function setup() {
+    let now = Date.UTC(2100, 0, 1);
+    const clock = { now: () => now, advance: (ms: number) => void (now += ms) };
+    const queue = new MemoryQueue({ maxReceiveCount: 1, backoff: () => 0 });
+    const store = new MemoryAckStore({ now: clock.now });
+    const calls: string[] = [];
+    let failing = new Set<string>();
+    const handler = async (m: ConsumedMessage) => {
+      calls.push(text(m.value));
+      if (failing.has(text(m.value))) throw new Error('cannot handle');
+    };
+    const send = (value: string, offset: bigint) =>
+      queue.enqueue({ id: value, key: 'p', value: bytes(value), headers: {}, type: undefined, offset });
+    const drain = async () => {
+      while (
+        (
+          await invokeOnMemoryQueue(queue, handler, {
+            group: 'g',
+            ackStore: store,
+            logger: quiet,
+            now: clock.now,
+          })
+        ).received > 0
+      );
+    };
+    return {
+      clock,
+      queue,
+      store,
+      calls,
+      send,
+      drain,
+      fail: (...values: string[]) => void (failing = new Set(values)),
+    };
+  }
+
+  it('handles a message below the floor of a state created again after its item expired', async () => {
+    const t = setup();
+    t.fail('old');
+    t.send('old', 10n);
+    await t.drain();
+    expect(t.queue.deadLetters).toHaveLength(1);
+    // A month on, the ack item has expired (and the hole with it); the key comes back.
+    t.clock.advance(31 * day);
+    expect(t.store.size()).toBe(0);
+    t.send('new', 20n);
+    await t.drain();
+    expect((await t.store.loadState('g', ackPartition('t', 'p')))?.floor).toBe(20n);
+    t.fail();
+    t.queue.redrive();
+    await t.drain();
+    expect(t.calls).toEqual(['old', 'new', 'old']);
+  });
+
+  it('stamps a hole anew when its redriven message fails again, so it outlives the retention from then', async () => {
+    const t = setup();
+    t.fail('poison');
+    t.send('poison', 10n);
+    await t.drain();
+    t.clock.advance(20 * day);
+    t.queue.redrive();
+    await t.drain(); // fails again: back to the DLQ, the hole stamped now
+    t.clock.advance(10 * day);
+    t.send('later', 20n); // 30 days after the first failure, 10 after the last
+    await t.drain();
+    expect([...((await t.store.loadState('g', ackPartition('t', 'p')))?.holes.keys() ?? [])]).toEqual([
+      10n,
+    ]);
+    t.fail();
+    t.clock.advance(day);
+    t.queue.redrive();
+    await t.drain();
+    expect(t.calls).toEqual(['poison', 'poison', 'later', 'poison']);
+  });
+
+  it('gives up holes past maxHoles for a floor above the level: nothing up to it counts as done', () => {
+    const now = 1;
+    const s = applyAckUpdate(undefined, { level: 30n, open: [10n, 20n, 30n], floor: 5n, now, maxHoles: 2 });
+    expect(s.holes.size).toBe(0);
+    expect(s.floor).toBe(31n);
+    for (const offset of [5n, 10n, 25n, 30n]) expect(isAcked(s, offset)).toBe(false);
+    const next = applyAckUpdate(s, { level: 40n, floor: 35n, now });
+    expect(next.floor).toBe(31n);
+    expect(isAcked(next, 40n)).toBe(true);
+  });
+
+  it('keeps the floor a state was created with', () => {
+    const s = applyAckUpdate(undefined, { level: 30n, floor: 20n, now: 1 });
+    expect(isAcked(s, 19n)).toBe(false);
+    expect(isAcked(s, 20n)).toBe(true);
+    expect(applyAckUpdate(s, { level: 50n, floor: 45n, now: 2 }).floor).toBe(20n);
+  });
+});

@@ -52,8 +52,9 @@ export interface BatchConsumerOptions {
     readonly backoffSeconds?: (receiveCount: number) => number;
   };
   /**
-   * Open holes older than this are forgotten (their message left every queue).
-   * @default 14 days, the longest SQS retention
+   * Open holes stamped longer ago than this are forgotten (their message left every queue);
+   * a hole is stamped anew each time its message fails again.
+   * @default 28 days: 14 in the queue and 14 more in a FIFO dead-letter queue
    */
   readonly holeRetentionMs?: number;
   /** @default Date.now */
@@ -98,9 +99,12 @@ interface PartitionBatch {
  * `AckManager` in batch order; after the batch the level rises to the highest of
  * them and those not completed (failed, or skipped behind a failure) are stored as open
  * holes, so a message that then goes to the DLQ stays a hole while later offsets of its
- * partition complete. A message that is done (at or below the level, not a hole) is acked
- * without calling the handler; a hole's message (a retry or a DLQ redrive) is handled,
- * and its success closes the hole. A record delivered again (`ApproximateReceiveCount`
+ * partition complete. A message that is done (at or below the level, not below the
+ * state's floor, not a hole) is acked without calling the handler; a hole's message (a
+ * retry or a DLQ redrive) is handled, its success closes the hole and its failure stamps
+ * the hole anew. State created afresh (the first message of a partition, or the first after
+ * its ack item expired) gets the batch's lowest offset as its floor: an older message that
+ * comes later is handled, never acked unhandled under a level it did not take part in. A record delivered again (`ApproximateReceiveCount`
  * > 1) that the state does not know yet means an earlier invocation ended without
  * writing (a crash, a timeout, a failed ack write): its partition's new offsets are then
  * stored as holes before the handler runs, so they stay holes even if they end up in the
@@ -138,6 +142,7 @@ export async function consumeSqsBatch(
       try {
         if (store) batch.state = await store.loadState(options.group, partition);
         const fresh = batch.records.filter((r) => isNew(batch.state, r.offset));
+        const floor = minOf(fresh.map((r) => r.offset));
         const redelivered = fresh.some(
           (r) => Number(r.record.attributes.ApproximateReceiveCount ?? '1') > 1,
         );
@@ -148,6 +153,7 @@ export async function consumeSqsBatch(
             {
               level: maxOf(fresh.map((r) => r.offset)),
               open: fresh.map((r) => r.offset),
+              ...(floor === undefined ? {} : { floor }),
               now: now(),
               ...retention(options),
             },
@@ -238,14 +244,20 @@ export async function consumeSqsBatch(
       [...batches].map(async ([partition, batch]) => {
         if (storeFailed.has(partition)) return;
         const manager = acks.get(partition);
+        // Holes whose message came again (a retry, a redrive) and failed once more.
+        const reopened = batch.records
+          .filter((r) => batch.state?.holes.has(r.offset) && !batch.completed.has(r.offset))
+          .map((r) => r.offset);
+        const floor = manager ? minOf(batch.records.map((r) => r.offset)) : undefined;
         const update: AckUpdate = {
           ...(manager ? { level: manager.getReadLevel() } : {}),
-          open: manager?.getOutstandingIds() ?? [],
+          open: [...(manager?.getOutstandingIds() ?? []), ...reopened],
           close: batch.closed,
+          ...(floor === undefined ? {} : { floor }),
           now: now(),
           ...retention(options),
         };
-        if (!manager && batch.closed.length === 0) return; // nothing new: no write
+        if (!manager && batch.closed.length === 0 && reopened.length === 0) return; // nothing new: no write
         try {
           await store.commit(options.group, partition, update, { state: batch.state });
         } catch (error) {
@@ -281,9 +293,15 @@ function partitionOf(envelope: Envelope): string {
   return ackPartition(envelope.topic, messageGroupId(envelope.key));
 }
 
-/** Above the stored level and not a hole: never seen by a finished batch. */
+/** Neither done nor a hole: above the stored level, or below its floor. */
 function isNew(state: AckState | undefined, offset: bigint): boolean {
-  return state === undefined || (offset > state.ackLevel && !state.holes.has(offset));
+  return state === undefined || (!state.holes.has(offset) && !isAcked(state, offset));
+}
+
+function minOf(offsets: readonly bigint[]): bigint | undefined {
+  let min: bigint | undefined;
+  for (const o of offsets) if (min === undefined || o < min) min = o;
+  return min;
 }
 
 function maxOf(offsets: readonly bigint[]): bigint | undefined {
