@@ -1,6 +1,7 @@
 import {
   BatchWriteItemCommand,
   type DynamoDBClient,
+  GetItemCommand,
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { DeleteMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -391,6 +392,30 @@ describe('DynamoAckStore ack state', () => {
     expect(after?.ackLevel).toBe(40n);
     expect([...(after?.holes.keys() ?? [])].sort((a, b) => (a < b ? -1 : 1))).toEqual([9n, 39n]);
     expect(await store.load('g', 'p')).toBe(40n);
+  });
+});
+
+describe('DynamoAckStore item lifecycle', () => {
+  it('stamps expiresAt (seconds) from each write and keeps the floor the state was created with', async () => {
+    const env = await setup('ack-ttl');
+    const store = new DynamoAckStore({
+      client: env.dynamodb,
+      tableName: env.tables.acks,
+      ttlSeconds: 3600,
+    });
+    const t0 = Date.UTC(2100, 0, 1);
+    const raw = async () =>
+      (
+        await env.dynamodb.send(
+          new GetItemCommand({ TableName: env.tables.acks, Key: { pk: { S: 'g#p' } } }),
+        )
+      ).Item!;
+    await store.commit('g', 'p', { level: 20n, floor: 10n, now: t0 });
+    expect((await raw()).expiresAt?.N).toBe(String(t0 / 1000 + 3600));
+    await store.commit('g', 'p', { level: 30n, floor: 25n, now: t0 + 60_000 });
+    expect((await raw()).expiresAt?.N).toBe(String(t0 / 1000 + 60 + 3600));
+    const state = await store.loadState('g', 'p');
+    expect([state?.floor, state?.ackLevel]).toEqual([10n, 30n]);
   });
 });
 
