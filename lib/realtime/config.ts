@@ -3,8 +3,8 @@ import {
   DEFAULT_STREAM_META_TTL,
   defaultBrokerConfig,
 } from '../broker/types.js';
-import { DEFAULT_ACK_TTL_SECONDS } from '../messaging/ack-store.js';
 import { ConfigError } from '../kernel/errors.js';
+import { DEFAULT_ACK_TTL_SECONDS } from '../messaging/ack-store.js';
 import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './fanout.js';
 
 /** Settings of the WebSocket gateway, read once at start ({@link configFromEnv}). */

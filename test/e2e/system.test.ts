@@ -19,8 +19,8 @@ import {
 import type { RecordedCall } from '../../lib/adapters/aws/call-log';
 import { DynamoAckStore, DynamoSchemaRegistry, LambdaPingerInvoker } from '../../lib/aws';
 import {
-  ackPartition,
   AvroCodec,
+  ackPartition,
   BROADCAST_TOPIC,
   BroadcastEvent,
   createConnectToken,

@@ -16,7 +16,7 @@ import {
   OutboxProducer,
   SqsConsumer,
 } from '../../lib/aws';
-import { ackPartition, AvroCodec, type Message } from '../../lib/core';
+import { AvroCodec, ackPartition, type Message } from '../../lib/core';
 import { MemorySchemaRegistry } from '../../lib/testing';
 import { testResources } from '../helpers/aws';
 import { outboxPoller, receive, receiveAll, relayFor } from '../helpers/relay';
@@ -290,7 +290,9 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     expect(byValue('d1').failed).toBe(false);
     expect(byValue('e1').failed).toBe(true);
     expect(warnings.some((w) => w.includes('was acked, then its handler threw'))).toBe(true);
-    expect(await acks.load('work', ackPartition('jobs', 'D'))).toBe(BigInt(JSON.parse(byValue('d1').body).offset));
+    expect(await acks.load('work', ackPartition('jobs', 'D'))).toBe(
+      BigInt(JSON.parse(byValue('d1').body).offset),
+    );
     // After the visibility timeout only the nacked message comes back; the acked one is gone.
     await new Promise((r) => setTimeout(r, 2_500));
     const back = await receiveAll(env.sqs, queue.url);

@@ -1,5 +1,5 @@
-import { DeleteMessageCommand, type Message as SqsMessage } from '@aws-sdk/client-sqs';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteMessageCommand, type Message as SqsMessage } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
 import type { TableName } from '../../infra/deploy/definitions';
 import { sqsEventOf } from '../../infra/local/sqs-poller';
@@ -52,7 +52,10 @@ describe('item lifecycle soak', () => {
 
     const run = async (events: number) => {
       for (let i = 0; i < events; i++) {
-        await producer.publish({ key: newEventId(), value: new TextEncoder().encode(String(i)) });
+        await producer.publish({
+          key: newEventId(clock.now()),
+          value: new TextEncoder().encode(String(i)),
+        });
         clock.advanceSeconds(1);
       }
       await drain();
@@ -68,7 +71,9 @@ describe('item lifecycle soak', () => {
               data: JSON.stringify({ n: m.offset.toString() }),
               meta: { sourceOffset: m.offset.toString() },
             });
-            await broker.commitSession(m.id, { toCacheEntry: () => new TextEncoder().encode(m.id) });
+            await broker.commitSession(m.id, {
+              toCacheEntry: () => new TextEncoder().encode(m.id),
+            });
             await broker.finishSession(m.id);
             handled++;
           },

@@ -9,6 +9,7 @@ import {
 } from '../../lib/core';
 import { applyAckUpdate, isAcked } from '../../lib/messaging/ack-store';
 import { MemoryAckStore, MemoryQueue } from '../../lib/testing';
+import { FakeClock } from '../helpers/clock';
 import { invokeOnMemoryQueue, memorySqsEvent } from '../helpers/memory-lambda';
 
 function levels(m: AckManager): [bigint, bigint] {
@@ -350,10 +351,9 @@ describe('ack state lifecycle', () => {
   const day = 24 * 3600 * 1000;
 
   function setup() {
-    let now = Date.UTC(2100, 0, 1);
-    const clock = { now: () => now, advance: (ms: number) => void (now += ms) };
+    const clock = new FakeClock();
     const queue = new MemoryQueue({ maxReceiveCount: 1, backoff: () => 0 });
-    const store = new MemoryAckStore({ now: clock.now });
+    const store = new MemoryAckStore({ now: () => clock.now() });
     const calls: string[] = [];
     let failing = new Set<string>();
     const handler = async (m: ConsumedMessage) => {
@@ -361,7 +361,14 @@ describe('ack state lifecycle', () => {
       if (failing.has(text(m.value))) throw new Error('cannot handle');
     };
     const send = (value: string, offset: bigint) =>
-      queue.enqueue({ id: value, key: 'p', value: bytes(value), headers: {}, type: undefined, offset });
+      queue.enqueue({
+        id: value,
+        key: 'p',
+        value: bytes(value),
+        headers: {},
+        type: undefined,
+        offset,
+      });
     const drain = async () => {
       while (
         (
@@ -369,7 +376,7 @@ describe('ack state lifecycle', () => {
             group: 'g',
             ackStore: store,
             logger: quiet,
-            now: clock.now,
+            now: () => clock.now(),
           })
         ).received > 0
       );
@@ -381,7 +388,9 @@ describe('ack state lifecycle', () => {
       calls,
       send,
       drain,
-      fail: (...values: string[]) => void (failing = new Set(values)),
+      fail: (...values: string[]) => {
+        failing = new Set(values);
+      },
     };
   }
 
@@ -414,9 +423,9 @@ describe('ack state lifecycle', () => {
     t.clock.advance(10 * day);
     t.send('later', 20n); // 30 days after the first failure, 10 after the last
     await t.drain();
-    expect([...((await t.store.loadState('g', ackPartition('t', 'p')))?.holes.keys() ?? [])]).toEqual([
-      10n,
-    ]);
+    expect([
+      ...((await t.store.loadState('g', ackPartition('t', 'p')))?.holes.keys() ?? []),
+    ]).toEqual([10n]);
     t.fail();
     t.clock.advance(day);
     t.queue.redrive();
@@ -426,7 +435,13 @@ describe('ack state lifecycle', () => {
 
   it('gives up holes past maxHoles for a floor above the level: nothing up to it counts as done', () => {
     const now = 1;
-    const s = applyAckUpdate(undefined, { level: 30n, open: [10n, 20n, 30n], floor: 5n, now, maxHoles: 2 });
+    const s = applyAckUpdate(undefined, {
+      level: 30n,
+      open: [10n, 20n, 30n],
+      floor: 5n,
+      now,
+      maxHoles: 2,
+    });
     expect(s.holes.size).toBe(0);
     expect(s.floor).toBe(31n);
     for (const offset of [5n, 10n, 25n, 30n]) expect(isAcked(s, offset)).toBe(false);

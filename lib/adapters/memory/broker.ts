@@ -7,8 +7,8 @@ import {
   redeliveryOf,
   resolveBrokerConfig,
   type StoredMessage,
-  streamMetaExpiry,
   type StreamMeta,
+  streamMetaExpiry,
   toStreamMessage,
 } from '../../broker/history.js';
 import {

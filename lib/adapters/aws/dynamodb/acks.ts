@@ -124,7 +124,9 @@ export class DynamoAckStore implements AckStore {
               Key: this.key(group, partition),
               UpdateExpression: `SET ackLevel = :level, holes = :holes, version = :next, updatedAt = :now, expiresAt = :expires${next.floor === undefined ? '' : ', #floor = :floor'}`,
               // FLOOR is a DynamoDB reserved word.
-              ...(next.floor === undefined ? {} : { ExpressionAttributeNames: { '#floor': 'floor' } }),
+              ...(next.floor === undefined
+                ? {}
+                : { ExpressionAttributeNames: { '#floor': 'floor' } }),
               // `version` is missing on an item only `save` of an older release wrote.
               ConditionExpression:
                 stored === undefined

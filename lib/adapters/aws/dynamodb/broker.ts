@@ -347,7 +347,6 @@ export class DynamoBroker extends SessionKeeping implements Broker {
   }
 }
 
-
 function isConditionFailure(error: unknown): boolean {
   return (error as AwsResourceError).cause instanceof ConditionalCheckFailedException;
 }
