@@ -250,6 +250,7 @@ function brokerOver(broadcaster: Broadcaster, sessions: SessionCache): Broker {
     sessions,
     broadcaster,
     config: config.broker,
+    streamMetaTtl: config.streamMetaTtl,
   });
 }
 
@@ -340,7 +341,13 @@ export function consumer(
     const response = await consumeSqsBatch(event, handle, {
       group,
       ...(definition.ackStore
-        ? { ackStore: new DynamoAckStore({ client: dynamodb, tableName: tables.acks }) }
+        ? {
+            ackStore: new DynamoAckStore({
+              client: dynamodb,
+              tableName: tables.acks,
+              ttlSeconds: runtime().config.ackTtl,
+            }),
+          }
         : {}),
       logger,
       visibility: { sqs, queueUrl: () => queues[group]! },

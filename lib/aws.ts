@@ -13,7 +13,7 @@ export {
   AwsClient,
   type AwsClientOptions,
 } from './adapters/aws/client.js';
-export { DynamoAckStore } from './adapters/aws/dynamodb/acks.js';
+export { DynamoAckStore, type DynamoAckStoreOptions } from './adapters/aws/dynamodb/acks.js';
 export {
   DynamoBroker,
   type DynamoBrokerOptions,

@@ -75,10 +75,11 @@ export {
   AckManager,
   PartitionAckManager,
 } from './messaging/ack-manager.js';
-export type {
-  AckState,
-  AckStore,
-  AckUpdate,
+export {
+  type AckState,
+  type AckStore,
+  type AckUpdate,
+  ackPartition,
 } from './messaging/ack-store.js';
 export {
   asciiJson,

@@ -102,6 +102,8 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
   acks: {
     AttributeDefinitions: [S('pk')],
     KeySchema: key('pk'),
+    // Refreshed by every write (`LAMBDACABLE_ACK_TTL`): a partition idle that long is forgotten.
+    ttlAttribute: 'expiresAt',
   },
   schemas: {
     AttributeDefinitions: [S('pk'), S('sk')],

@@ -96,6 +96,14 @@ export function resolveBrokerConfig(
   return config;
 }
 
+/**
+ * When (ms) the meta item of a stream appended to at `now` expires: `streamMetaTtl`
+ * seconds later, and never before the message just appended.
+ */
+export function streamMetaExpiry(now: number, config: BrokerConfig, streamMetaTtl: number): number {
+  return now + Math.max(streamMetaTtl, config.historyTtl) * 1000;
+}
+
 /** Tries of a session cache's `updateSession` before it gives up under contention. */
 export const SESSION_UPDATE_ATTEMPTS = 25;
 

@@ -170,4 +170,15 @@ export interface BrokerOptions {
   readonly config?: Partial<BrokerConfig>;
   /** Drives every TTL decision. @default the system clock */
   readonly clock?: Clock;
+  /**
+   * Seconds a stream's meta item (epoch, last offset) outlives the stream's last append
+   * (`LAMBDACABLE_STREAM_META_TTL`), never less than `historyTtl`. Past it the stream is
+   * forgotten: its epoch is unknown, and the next append starts a new epoch at offset 1
+   * (what AnyCable does with a stream it lost).
+   * @default {@link DEFAULT_STREAM_META_TTL} (1 day)
+   */
+  readonly streamMetaTtl?: number;
 }
+
+/** Seconds a stream's meta item outlives its last append: a day. */
+export const DEFAULT_STREAM_META_TTL = 86_400;

@@ -1,6 +1,7 @@
 /**
  * The persisted progress of one (consumer group, partition): an ack level plus the open
- * holes below it. An offset is done exactly when it is `<= ackLevel` and not a hole.
+ * holes below it, above a floor. An offset is done exactly when it is `>= floor`,
+ * `<= ackLevel` and not a hole.
  *
  * A hole is an offset that was received and not completed (its handler failed, it was
  * skipped behind a failure of its group, or an earlier delivery crashed) while the level
@@ -12,6 +13,12 @@ export interface AckState {
   readonly ackLevel: bigint;
   /** Open holes (offsets `<= ackLevel`, or about to be covered) → when they were opened, in ms. */
   readonly holes: ReadonlyMap<bigint, number>;
+  /**
+   * Offsets below it are not known to be done: the state was created (or created again, after
+   * its item expired) at this offset, or its holes were given up. Such an offset is handled
+   * when it comes, never acked unhandled. Absent on state an older release wrote.
+   */
+  readonly floor?: bigint;
   /** Bumped by every write: the optimistic-concurrency token of the stored item. */
   readonly version: number;
 }
@@ -20,49 +27,102 @@ export interface AckState {
 export interface AckUpdate {
   /** The highest offset the batch received (completed or opened); the level rises to it. */
   readonly level?: bigint;
-  /** Offsets received and not completed: they become (or stay) holes. */
+  /**
+   * Offsets received and not completed: they become holes, or stay holes stamped anew (a
+   * redriven message that failed again starts another stay in the queues).
+   */
   readonly open?: readonly bigint[];
+  /** The lowest offset the batch received: the floor of a state this write creates. */
+  readonly floor?: bigint;
   /** Holes the batch completed. */
   readonly close?: readonly bigint[];
   /** Now, in ms: stamps new holes and expires old ones. */
   readonly now: number;
   /**
-   * Holes older than this are dropped: their message cannot be in a DLQ any more.
-   * @default 14 days (the longest SQS retention)
+   * Holes stamped longer ago than this are dropped: their message cannot be in a queue any more.
+   * @default {@link DEFAULT_HOLE_RETENTION_MS} (28 days)
    */
   readonly holeRetentionMs?: number;
+  /**
+   * The most holes kept: past it, every hole is given up and the floor raised above the
+   * level, so the state stays one bounded item and forgets what is done, never what is not.
+   * @default {@link DEFAULT_MAX_HOLES}
+   */
+  readonly maxHoles?: number;
 }
 
-/** SQS keeps a message at most 14 days; a hole older than that can never be redriven. */
-export const DEFAULT_HOLE_RETENTION_MS = 14 * 24 * 3600 * 1000;
+/**
+ * SQS keeps a message at most 14 days, and a FIFO queue's dead-letter queue restarts that
+ * clock: a hole's message can be redriven up to 28 days after it last failed.
+ */
+export const DEFAULT_HOLE_RETENTION_MS = 28 * 24 * 3600 * 1000;
 
-/** Whether `offset` is done under `state`: at or below the level and not an open hole. */
+/** Holes kept per partition: about 35 bytes each, well inside DynamoDB's 400 KB item. */
+export const DEFAULT_MAX_HOLES = 5000;
+
+/** How long an ack item outlives its last write: longer than a hole is retained. */
+export const DEFAULT_ACK_TTL_SECONDS = 30 * 24 * 3600;
+
+/**
+ * Whether `offset` is done under `state`: at or above the floor, at or below the level and
+ * not an open hole.
+ */
 export function isAcked(state: AckState | undefined, offset: bigint): boolean {
-  return state !== undefined && offset <= state.ackLevel && !state.holes.has(offset);
+  return (
+    state !== undefined &&
+    offset <= state.ackLevel &&
+    (state.floor === undefined || offset >= state.floor) &&
+    !state.holes.has(offset)
+  );
 }
 
 /**
  * Merges `update` into `state` (the state stored when the write is attempted): the level
- * only rises; opened offsets become holes (kept with their first time), closed holes are
- * removed, expired holes dropped. A failure report is never dropped, even when a
- * concurrent writer's level already covers it: a hole too many costs at most one more
- * handler call if its message comes again, a hole lost would ack a redrive unhandled.
- * Pure, so every store merges the same way.
+ * only rises; opened offsets become holes stamped `now` (a hole opened again is stamped
+ * anew), closed holes are removed, expired holes dropped. A failure report is never
+ * dropped, even when a concurrent writer's level already covers it: a hole too many costs
+ * at most one more handler call if its message comes again, a hole lost would ack a
+ * redrive unhandled. The floor is set when the state is created and only rises: past
+ * `maxHoles` the holes are given up for a floor above the level, so that every offset up to
+ * it is handled if it comes again. Pure, so every store merges the same way.
  */
 export function applyAckUpdate(state: AckState | undefined, update: AckUpdate): AckState {
   const before = state?.ackLevel ?? -1n;
-  const holes = new Map(state?.holes ?? []);
-  for (const offset of update.open ?? []) {
-    if (!holes.has(offset)) holes.set(offset, update.now);
-  }
+  let holes = new Map(state?.holes ?? []);
+  for (const offset of update.open ?? []) holes.set(offset, update.now);
   for (const offset of update.close ?? []) holes.delete(offset);
   const oldest = update.now - (update.holeRetentionMs ?? DEFAULT_HOLE_RETENTION_MS);
   for (const [offset, at] of holes) if (at < oldest) holes.delete(offset);
   const level = update.level !== undefined && update.level > before ? update.level : before;
-  return { ackLevel: level, holes, version: (state?.version ?? 0) + 1 };
+  let floor = state ? state.floor : update.floor;
+  if (holes.size > (update.maxHoles ?? DEFAULT_MAX_HOLES)) {
+    holes = new Map();
+    floor = level + 1n;
+  }
+  return {
+    ackLevel: level,
+    holes,
+    ...(floor === undefined ? {} : { floor }),
+    version: (state?.version ?? 0) + 1,
+  };
 }
 
-/** Persisted ack state per (consumer group, partition). */
+/**
+ * The key of a (topic, partition)'s ack state within a consumer group. Offsets (outbox
+ * stream sequence numbers) increase within one outbox partition, `topic#key`, and only
+ * there: a group reading several topics sees, under one key (one SQS message group),
+ * offsets from different stream shards, which do not order each other. So ack state is
+ * kept per topic and partition. The topic is URI-encoded, so it holds no `#` and the first
+ * `#` separates it from the partition (which may contain any character).
+ */
+export function ackPartition(topic: string, partition: string): string {
+  return `${encodeURIComponent(topic)}#${partition}`;
+}
+
+/**
+ * Persisted ack state per (consumer group, partition); the batch consumer's partitions are
+ * {@link ackPartition}s.
+ */
 export interface AckStore {
   /** The stored ack level, or `undefined` if none was saved. */
   load(group: string, partition: string): Promise<bigint | undefined>;

@@ -1,5 +1,10 @@
-import { type BrokerConfig, defaultBrokerConfig } from '../broker/types.js';
+import {
+  type BrokerConfig,
+  DEFAULT_STREAM_META_TTL,
+  defaultBrokerConfig,
+} from '../broker/types.js';
 import { ConfigError } from '../kernel/errors.js';
+import { DEFAULT_ACK_TTL_SECONDS } from '../messaging/ack-store.js';
 import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './fanout.js';
 
 /** Settings of the WebSocket gateway, read once at start ({@link configFromEnv}). */
@@ -117,6 +122,19 @@ export interface GatewayConfig {
    */
   readonly brokerAdapter: BrokerAdapter;
   /**
+   * Seconds an ack item of a consumer group outlives its last write (`LAMBDACABLE_ACK_TTL`):
+   * the `acks` table's `expiresAt`. Longer than a hole is kept (28 days).
+   * @default 2592000 (30 days)
+   */
+  readonly ackTtl: number;
+  /**
+   * Seconds a stream's meta item (epoch, last offset) outlives its last append
+   * (`LAMBDACABLE_STREAM_META_TTL`); at least the history TTL. An expired stream starts
+   * over with a new epoch at offset 1.
+   * @default 86400 (1 day)
+   */
+  readonly streamMetaTtl: number;
+  /**
    * History and session limits (`LAMBDACABLE_HISTORY_LIMIT`, `LAMBDACABLE_HISTORY_TTL`,
    * `LAMBDACABLE_SESSIONS_TTL`).
    * @default {@link defaultBrokerConfig}
@@ -147,6 +165,8 @@ export function defaultGatewayConfig(): GatewayConfig {
     fanoutRetryBudgetMs: 20_000,
     streamShardTarget: 10_000,
     brokerAdapter: 'dynamodb',
+    ackTtl: DEFAULT_ACK_TTL_SECONDS,
+    streamMetaTtl: DEFAULT_STREAM_META_TTL,
     broker: defaultBrokerConfig(),
   };
 }
@@ -190,6 +210,8 @@ export function configFromEnv(env: Env): GatewayConfig {
     fanoutRetryBudgetMs: count(env, 'LAMBDACABLE_FANOUT_RETRY_BUDGET_MS', d.fanoutRetryBudgetMs),
     streamShardTarget: positive(env, 'LAMBDACABLE_STREAM_SHARD_TARGET', d.streamShardTarget, true),
     brokerAdapter: oneOf(env, 'LAMBDACABLE_BROKER', BROKER_ADAPTERS, d.brokerAdapter),
+    ackTtl: positive(env, 'LAMBDACABLE_ACK_TTL', d.ackTtl, true),
+    streamMetaTtl: positive(env, 'LAMBDACABLE_STREAM_META_TTL', d.streamMetaTtl, true),
     broker: {
       historyLimit: positive(env, 'LAMBDACABLE_HISTORY_LIMIT', d.broker.historyLimit, true),
       historyTtl: positive(env, 'LAMBDACABLE_HISTORY_TTL', d.broker.historyTtl, false),

@@ -8,6 +8,8 @@ export interface BrokerFactoryOptions {
   broadcaster: RecordingBroadcaster;
   config: Partial<BrokerConfig>;
   clock: FakeClock;
+  /** `BrokerOptions.streamMetaTtl`, when the test sets one. */
+  streamMetaTtl?: number;
 }
 
 /** Builds a fresh broker; `streamPrefix` keeps tests apart on shared tables. */
@@ -34,8 +36,16 @@ export function brokerContract(name: string, factory: BrokerFactory): void {
     let broadcaster: RecordingBroadcaster;
     let broker: Broker;
 
-    async function make(config: Partial<BrokerConfig> = {}): Promise<Broker> {
-      broker = await factory({ broadcaster, config, clock });
+    async function make(
+      config: Partial<BrokerConfig> = {},
+      streamMetaTtl?: number,
+    ): Promise<Broker> {
+      broker = await factory({
+        broadcaster,
+        config,
+        clock,
+        ...(streamMetaTtl === undefined ? {} : { streamMetaTtl }),
+      });
       await broker.start();
       return broker;
     }
@@ -245,6 +255,42 @@ export function brokerContract(name: string, factory: BrokerFactory): void {
         expect(last.epoch).toBe(epoch);
         expect(last.offset).toBe(3);
         expect(payloads(await broker.historyFrom(s, epoch, 2))).toEqual(['c']);
+      });
+
+      it('forgets a stream whose meta expired: the old epoch is unknown, the next message starts a new epoch at offset 1', async () => {
+        const s = streamName('forgotten');
+        await make({ historyTtl: 10 }, 60);
+        await publish(s, 'a', 'b');
+        const old = epochOf(s);
+        clock.advanceSeconds(61);
+        await expect(broker.historyFrom(s, old, 2)).rejects.toThrow(HistoryError);
+        expect(await broker.historySince(s, 0)).toEqual([]);
+        expect((await broker.lastBroadcastAt?.([s]))?.has(s) ?? false).toBe(false);
+        await publish(s, 'c');
+        const last = broadcaster.messages[broadcaster.messages.length - 1]!;
+        expect(last.offset).toBe(1);
+        expect(last.epoch).not.toBe(old);
+        expect(payloads(await broker.historyFrom(s, last.epoch!, 0))).toEqual(['c']);
+        await expect(broker.historyFrom(s, old, 2)).rejects.toThrow(/unknown epoch/);
+      });
+
+      it('forgets a stream whose meta expired also for a message with a source position', async () => {
+        const s = streamName('forgotten-source');
+        await make({ historyTtl: 10 }, 60);
+        await broker.handleBroadcast({ stream: s, data: 'a', meta: { sourceOffset: '100' } });
+        const old = epochOf(s);
+        clock.advanceSeconds(61);
+        await broker.handleBroadcast({ stream: s, data: 'b', meta: { sourceOffset: '200' } });
+        const last = broadcaster.messages[broadcaster.messages.length - 1]!;
+        expect([last.offset, last.epoch === old]).toEqual([1, false]);
+      });
+
+      it('keeps the meta at least as long as the messages, whatever streamMetaTtl says', async () => {
+        const s = streamName('meta-outlives');
+        await make({ historyTtl: 120 }, 5);
+        await publish(s, 'a', 'b');
+        clock.advanceSeconds(60);
+        expect(payloads(await broker.historyFrom(s, epochOf(s), 1))).toEqual(['b']);
       });
     });
 

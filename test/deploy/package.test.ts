@@ -116,6 +116,23 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     }
   });
 
+  it('expires ack items and stream meta items: the acks and history tables have TTL on expiresAt, and every function gets their variables', () => {
+    for (const name of ['acks', 'history'] as const) {
+      const [, table] = ofType('AWS::DynamoDB::Table').find(
+        ([, r]) => r.Properties.TableName === tableName('lambdacable-ci', name),
+      )!;
+      expect(table.Properties.TimeToLiveSpecification, name).toEqual({
+        AttributeName: 'expiresAt',
+        Enabled: true,
+      });
+    }
+    for (const [id, fn] of ofType('AWS::Lambda::Function')) {
+      const variables = fn.Properties.Environment.Variables;
+      expect(variables, id).toHaveProperty('LAMBDACABLE_ACK_TTL');
+      expect(variables, id).toHaveProperty('LAMBDACABLE_STREAM_META_TTL');
+    }
+  });
+
   it('creates a FIFO queue with a FIFO DLQ redrive for every consumer group', () => {
     for (const group of consumerGroups) {
       const [, queue] = ofType('AWS::SQS::Queue').find(

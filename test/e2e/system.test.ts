@@ -25,6 +25,7 @@ import type { RecordedCall } from '../../lib/adapters/aws/call-log';
 import { DynamoAckStore, DynamoSchemaRegistry, LambdaPingerInvoker } from '../../lib/aws';
 import {
   AvroCodec,
+  ackPartition,
   BROADCAST_TOPIC,
   BroadcastEvent,
   createConnectToken,
@@ -521,9 +522,10 @@ describe('your own consumer (the example group `audit`, infra/deploy/consumers.t
     const [entry] = lines();
     const partition = String(entry!.partition);
     const offset = BigInt(String(entry!.offset));
-    // Its ack state is in the acks table: the level is the handled offset.
+    // Its ack state is in the acks table, per topic and partition: the level is the handled offset.
     const acks = new DynamoAckStore({ client: dynamodb, tableName: stack.resources.tables.acks });
-    await expect.poll(() => acks.load('audit', partition), { timeout: 10_000 }).toBe(offset);
+    const ackKey = ackPartition(BROADCAST_TOPIC, partition);
+    await expect.poll(() => acks.load('audit', ackKey), { timeout: 10_000 }).toBe(offset);
 
     // The same message again, as SQS would hand it out after a relay resend past its
     // 5-minute deduplication window: the ack state acks it without a second audit line.
@@ -574,7 +576,7 @@ describe('your own consumer (the example group `audit`, infra/deploy/consumers.t
       };
       await expect.poll(depth, { timeout: 20_000, interval: 250 }).toBe(0);
       expect(lines()).toHaveLength(1);
-      expect(await acks.load('audit', partition)).toBe(offset);
+      expect(await acks.load('audit', ackKey)).toBe(offset);
     } finally {
       sqs.destroy();
     }

@@ -1,6 +1,7 @@
 import {
   BatchWriteItemCommand,
   type DynamoDBClient,
+  GetItemCommand,
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { DeleteMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -15,7 +16,7 @@ import {
   OutboxProducer,
   SqsConsumer,
 } from '../../lib/aws';
-import { AvroCodec, type Message } from '../../lib/core';
+import { AvroCodec, ackPartition, type Message } from '../../lib/core';
 import { MemorySchemaRegistry } from '../../lib/testing';
 import { testResources } from '../helpers/aws';
 import { outboxPoller, receive, receiveAll, relayFor } from '../helpers/relay';
@@ -198,13 +199,13 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     const bOffset = JSON.parse(
       first.find((m) => m.Attributes?.MessageGroupId === 'B')!.Body!,
     ).offset;
-    expect(await acks.load('work', 'B')).toBe(BigInt(bOffset));
+    expect(await acks.load('work', ackPartition('jobs', 'B'))).toBe(BigInt(bOffset));
     // A's failed head and the message skipped behind it stay open holes.
     const aOffsets = first
       .filter((m) => m.Attributes?.MessageGroupId === 'A')
       .map((m) => BigInt(JSON.parse(m.Body!).offset))
       .sort((x, y) => (x < y ? -1 : 1));
-    const aState = await acks.loadState('work', 'A');
+    const aState = await acks.loadState('work', ackPartition('jobs', 'A'));
     expect([...(aState?.holes.keys() ?? [])].sort((x, y) => (x < y ? -1 : 1))).toEqual(aOffsets);
 
     // B succeeded but (as after a crash before deletion) comes again: acked without the handler.
@@ -237,6 +238,10 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
         await msg.ack();
       },
       { group: 'work', ackStore: acks, logger: quiet },
+    );
+    // As the Lambda poller does for a success (else it comes back into the next test).
+    await env.sqs.send(
+      new DeleteMessageCommand({ QueueUrl: env.queues.work!.url, ReceiptHandle: m!.ReceiptHandle }),
     );
     expect(text(seen!.value)).toBe('c1');
     expect(seen!.partition).toBe('C');
@@ -286,7 +291,9 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     expect(byValue('d1').failed).toBe(false);
     expect(byValue('e1').failed).toBe(true);
     expect(warnings.some((w) => w.includes('was acked, then its handler threw'))).toBe(true);
-    expect(await acks.load('work', 'D')).toBe(BigInt(JSON.parse(byValue('d1').body).offset));
+    expect(await acks.load('work', ackPartition('jobs', 'D'))).toBe(
+      BigInt(JSON.parse(byValue('d1').body).offset),
+    );
     // After the visibility timeout only the nacked message comes back; the acked one is gone.
     await new Promise((r) => setTimeout(r, 2_500));
     // (An earlier test's undeleted message may come back too: only groups D and E count.)
@@ -319,7 +326,7 @@ describe('consumeSqsBatch (Lambda batch consumer)', () => {
     expect(text(seen!.value)).toBe('k1');
     expect(seen!.partition).toBe(messageGroupId(key));
     expect(seen!.partition).toMatch(/^~sha256:[0-9a-f]{64}$/);
-    expect(await acks.load('work', messageGroupId(key))).toBe(seen!.offset);
+    expect(await acks.load('work', ackPartition('jobs', messageGroupId(key)))).toBe(seen!.offset);
   });
 
   it('nacks a malformed body, and the queue dead-letters it after maxReceiveCount', async () => {
@@ -395,6 +402,30 @@ describe('DynamoAckStore ack state', () => {
   });
 });
 
+describe('DynamoAckStore item lifecycle', () => {
+  it('stamps expiresAt (seconds) from each write and keeps the floor the state was created with', async () => {
+    const env = await setup('ack-ttl');
+    const store = new DynamoAckStore({
+      client: env.dynamodb,
+      tableName: env.tables.acks,
+      ttlSeconds: 3600,
+    });
+    const t0 = Date.UTC(2100, 0, 1);
+    const raw = async () =>
+      (
+        await env.dynamodb.send(
+          new GetItemCommand({ TableName: env.tables.acks, Key: { pk: { S: 'g#p' } } }),
+        )
+      ).Item!;
+    await store.commit('g', 'p', { level: 20n, floor: 10n, now: t0 });
+    expect((await raw()).expiresAt?.N).toBe(String(t0 / 1000 + 3600));
+    await store.commit('g', 'p', { level: 30n, floor: 25n, now: t0 + 60_000 });
+    expect((await raw()).expiresAt?.N).toBe(String(t0 / 1000 + 60 + 3600));
+    const state = await store.loadState('g', 'p');
+    expect([state?.floor, state?.ackLevel]).toEqual([10n, 30n]);
+  });
+});
+
 describe('consumeSqsBatch and a DLQ redrive', () => {
   it('handles a redriven poison message exactly once after later offsets of its partition succeeded', async () => {
     const env = await setup('redrive', 2);
@@ -428,7 +459,7 @@ describe('consumeSqsBatch and a DLQ redrive', () => {
     await until(() => calls.includes('n2'));
     expect(calls).toEqual(['poison', 'poison', 'n1', 'n2']);
     const poisonOffset = offsets.get('poison')!;
-    const state = await acks.loadState('work', 'R');
+    const state = await acks.loadState('work', ackPartition('jobs', 'R'));
     expect(state!.ackLevel > poisonOffset).toBe(true);
     expect([...state!.holes.keys()]).toEqual([poisonOffset]);
 
@@ -437,7 +468,7 @@ describe('consumeSqsBatch and a DLQ redrive', () => {
     expect(moved).toHaveLength(1);
     await until(() => calls.length === 5);
     expect(calls).toEqual(['poison', 'poison', 'n1', 'n2', 'poison']);
-    expect((await acks.loadState('work', 'R'))!.holes.size).toBe(0);
+    expect((await acks.loadState('work', ackPartition('jobs', 'R')))!.holes.size).toBe(0);
 
     // The same message once more (a second redrive, or Lambda delivering it twice).
     await env.sqs.send(
@@ -626,5 +657,67 @@ describe('AwsClient (Client on DynamoDB + SQS)', () => {
     });
     expect(() => client.newProducer('ghost')).toThrow(/unknown application: ghost/);
     expect(() => client.newConsumer('shop', 'ghosts')).toThrow(/unknown consumer group: ghosts/);
+  });
+});
+
+describe('consumeSqsBatch over several topics', () => {
+  it('handles a message of one topic whose offset is below a handled one of another topic with the same key', async () => {
+    const env = await testResources('cross-topic', [
+      { name: 'multi', topics: ['ta', 'tb'], visibilityTimeout: 2, maxReceiveCount: 3 },
+    ]);
+    const acks = new DynamoAckStore({ client: env.dynamodb, tableName: env.tables.acks });
+    const queue = env.queues.multi!;
+    const producerOf = (topic: string) =>
+      new OutboxProducer({ client: env.dynamodb, tableName: env.tables.outbox, topic });
+    // tb's event is written first, so its offset (stream sequence number) is the lower one;
+    // the two outbox partitions (`ta#K`, `tb#K`) may sit on different stream shards, whose
+    // relays run independently: ta's message can reach the queue, and be handled, first.
+    await producerOf('tb').publish({ key: 'K', value: bytes('b1') });
+    await producerOf('ta').publish({ key: 'K', value: bytes('a1') });
+    const { drain } = outboxPoller(
+      env.outboxStreamArn!,
+      relayFor(env.sqs, { ta: [queue.url], tb: [queue.url] }),
+    );
+    await drain();
+    const got = await receiveAll(env.sqs, queue.url);
+    const ofTopic = (t: string) => got.filter((m) => JSON.parse(m.Body!).topic === t);
+    expect(ofTopic('ta')).toHaveLength(1);
+    expect(ofTopic('tb')).toHaveLength(1);
+    const offsetOf = (t: string) => BigInt(JSON.parse(ofTopic(t)[0]!.Body!).offset);
+    expect(offsetOf('tb') < offsetOf('ta')).toBe(true);
+
+    const handled: string[] = [];
+    const options = { group: 'multi', ackStore: acks, logger: quiet };
+    const handler = async (m: ConsumedMessage) => {
+      handled.push(`${m.topic}:${text(m.value)}`);
+    };
+    await consumeSqsBatch(sqsEvent(ofTopic('ta'), queue.arn), handler, options);
+    const late = await consumeSqsBatch(sqsEvent(ofTopic('tb'), queue.arn), handler, options);
+    expect(late.batchItemFailures).toEqual([]);
+    expect(handled).toEqual(['ta:a1', 'tb:b1']);
+    expect(await acks.load('multi', ackPartition('ta', 'K'))).toBe(offsetOf('ta'));
+    expect(await acks.load('multi', ackPartition('tb', 'K'))).toBe(offsetOf('tb'));
+
+    // Both in one batch, the higher offset first: each is read in its own partition.
+    await producerOf('tb').publish({ key: 'L', value: bytes('b2') });
+    await producerOf('ta').publish({ key: 'L', value: bytes('a2') });
+    await drain();
+    const second = await receiveAll(env.sqs, queue.url);
+    const byTopic = (t: string) => second.filter((m) => JSON.parse(m.Body!).topic === t);
+    handled.length = 0;
+    const failing = async (m: ConsumedMessage) => {
+      handled.push(`${m.topic}:${text(m.value)}`);
+      if (m.topic === 'tb') throw new Error('tb is down');
+    };
+    await consumeSqsBatch(
+      sqsEvent([...byTopic('ta'), ...byTopic('tb')], queue.arn),
+      failing,
+      options,
+    );
+    expect(handled).toEqual(['ta:a2', 'tb:b2']);
+    // b2 failed: its redelivery is handled, not acked under ta's higher level.
+    handled.length = 0;
+    await consumeSqsBatch(sqsEvent(byTopic('tb'), queue.arn), handler, options);
+    expect(handled).toEqual(['tb:b2']);
   });
 });

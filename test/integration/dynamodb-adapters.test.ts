@@ -19,7 +19,7 @@ const resources = () => {
   return shared;
 };
 
-brokerContract('DynamoBroker', async ({ broadcaster, config, clock }) => {
+brokerContract('DynamoBroker', async ({ broadcaster, config, clock, streamMetaTtl }) => {
   const res = await resources();
   return new DynamoBroker({
     client: res.dynamodb,
@@ -28,12 +28,13 @@ brokerContract('DynamoBroker', async ({ broadcaster, config, clock }) => {
     broadcaster,
     config,
     clock,
+    ...(streamMetaTtl === undefined ? {} : { streamMetaTtl }),
   });
 });
 
 brokerContract('DynamoBroker over a DynamoSessionCache given to it', async (o) => {
   const res = await resources();
-  const { broadcaster, config, clock } = o;
+  const { broadcaster, config, clock, streamMetaTtl } = o;
   const sessions = new DynamoSessionCache({
     client: res.dynamodb,
     tableName: res.tables.sessions,
@@ -47,6 +48,7 @@ brokerContract('DynamoBroker over a DynamoSessionCache given to it', async (o) =
     broadcaster,
     config,
     clock,
+    ...(streamMetaTtl === undefined ? {} : { streamMetaTtl }),
   });
 });
 

@@ -20,7 +20,7 @@ import {
   type RelayReplayOptions,
   replayRelayFailures,
 } from '../../lib/aws';
-import { BROADCAST_TOPIC, decodeEnvelope } from '../../lib/core';
+import { ackPartition, BROADCAST_TOPIC, decodeEnvelope } from '../../lib/core';
 import { MemoryAckStore } from '../../lib/testing';
 import { testResources } from '../helpers/aws';
 import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
@@ -301,7 +301,9 @@ describe('replay and a consumer with an ack store (a documented limit)', () => {
     };
     expect(await consume()).toBe(1);
     expect(handled).toEqual([later!.id]);
-    const before = await acks.loadState('audit', 'k');
+    const partition = ackPartition('orders', 'k');
+    const before = await acks.loadState('audit', partition);
+    expect(before?.ackLevel).toBe(BigInt(sequenceOf.get(later!.id)!));
 
     const reports = await replayRelayFailures({
       ...replayOptions(env, routes),
@@ -315,7 +317,7 @@ describe('replay and a consumer with an ack store (a documented limit)', () => {
     expect(await consume()).toBe(1);
     expect(handled).toEqual([later!.id, first!.id]);
     expect(replayedFlags).toEqual([false, true]);
-    expect(await acks.loadState('audit', 'k')).toEqual(before);
+    expect(await acks.loadState('audit', partition)).toEqual(before);
   });
 });
 

@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { type ConsumedMessage, consumeSqsBatch } from '../../lib/aws';
-import { AckManager, AckManagerError, type AckStore, PartitionAckManager } from '../../lib/core';
+import {
+  AckManager,
+  AckManagerError,
+  type AckStore,
+  ackPartition,
+  PartitionAckManager,
+} from '../../lib/core';
 import { applyAckUpdate, isAcked } from '../../lib/messaging/ack-store';
 import { MemoryAckStore, MemoryQueue } from '../../lib/testing';
+import { FakeClock } from '../helpers/clock';
 import { invokeOnMemoryQueue, memorySqsEvent } from '../helpers/memory-lambda';
 
 function levels(m: AckManager): [bigint, bigint] {
@@ -234,13 +241,13 @@ describe('consumeSqsBatch on a memory queue: DLQ redrive', () => {
     await drain(queue, handler, store);
     expect(queue.deadLetters.map((d) => text(d.message.value))).toEqual(['poison']);
     expect(calls).toEqual(['poison', 'poison', 'poison', 'n1', 'n2']);
-    expect(await store.load('g', 'p')).toBe(30_000_000_000n);
+    expect(await store.load('g', ackPartition('t', 'p'))).toBe(30_000_000_000n);
 
     fixed = true;
     expect(queue.redrive()).toBe(1);
     await drain(queue, handler, store);
     expect(calls.filter((c) => c === 'poison')).toHaveLength(4); // the redrive: once
-    expect((await store.loadState('g', 'p'))?.holes.size).toBe(0);
+    expect((await store.loadState('g', ackPartition('t', 'p')))?.holes.size).toBe(0);
 
     // Redriven (or delivered) once more after its success: done, not handled again.
     queue.enqueue({
@@ -303,7 +310,7 @@ describe('consumeSqsBatch on a memory queue: DLQ redrive', () => {
     // At least once: handled again, flagged as a redelivery; then done.
     expect(receiveCounts).toEqual([1, 2]);
     expect(responses).toEqual([1, 0, undefined]);
-    expect(isAcked(await base.loadState('g', 'p'), 10_000_000_000n)).toBe(true);
+    expect(isAcked(await base.loadState('g', ackPartition('t', 'p')), 10_000_000_000n)).toBe(true);
   });
 
   it('keeps holes for messages skipped behind a failure of their group', async () => {
@@ -323,7 +330,7 @@ describe('consumeSqsBatch on a memory queue: DLQ redrive', () => {
     );
     expect(response.batchItemFailures).toHaveLength(2);
     expect(calls).toEqual(['a']);
-    const state = await store.loadState('g', 'p');
+    const state = await store.loadState('g', ackPartition('t', 'p'));
     expect(state?.ackLevel).toBe(20_000_000_000n);
     expect([...(state?.holes.keys() ?? [])]).toEqual([10_000_000_000n, 20_000_000_000n]);
     // b comes back (a retry, or a redrive after both were dead-lettered): it is handled.
@@ -334,5 +341,119 @@ describe('consumeSqsBatch on a memory queue: DLQ redrive', () => {
     );
     expect(again.batchItemFailures).toEqual([]);
     expect(calls).toEqual(['a', 'b']);
+  });
+});
+
+describe('ack state lifecycle', () => {
+  const quiet = { error: () => {}, warn: () => {} };
+  const bytes = (s: string) => new TextEncoder().encode(s);
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+  const day = 24 * 3600 * 1000;
+
+  function setup() {
+    const clock = new FakeClock();
+    const queue = new MemoryQueue({ maxReceiveCount: 1, backoff: () => 0 });
+    const store = new MemoryAckStore({ now: () => clock.now() });
+    const calls: string[] = [];
+    let failing = new Set<string>();
+    const handler = async (m: ConsumedMessage) => {
+      calls.push(text(m.value));
+      if (failing.has(text(m.value))) throw new Error('cannot handle');
+    };
+    const send = (value: string, offset: bigint) =>
+      queue.enqueue({
+        id: value,
+        key: 'p',
+        value: bytes(value),
+        headers: {},
+        type: undefined,
+        offset,
+      });
+    const drain = async () => {
+      while (
+        (
+          await invokeOnMemoryQueue(queue, handler, {
+            group: 'g',
+            ackStore: store,
+            logger: quiet,
+            now: () => clock.now(),
+          })
+        ).received > 0
+      );
+    };
+    return {
+      clock,
+      queue,
+      store,
+      calls,
+      send,
+      drain,
+      fail: (...values: string[]) => {
+        failing = new Set(values);
+      },
+    };
+  }
+
+  it('handles a message below the floor of a state created again after its item expired', async () => {
+    const t = setup();
+    t.fail('old');
+    t.send('old', 10n);
+    await t.drain();
+    expect(t.queue.deadLetters).toHaveLength(1);
+    // A month on, the ack item has expired (and the hole with it); the key comes back.
+    t.clock.advance(31 * day);
+    expect(t.store.size()).toBe(0);
+    t.send('new', 20n);
+    await t.drain();
+    expect((await t.store.loadState('g', ackPartition('t', 'p')))?.floor).toBe(20n);
+    t.fail();
+    t.queue.redrive();
+    await t.drain();
+    expect(t.calls).toEqual(['old', 'new', 'old']);
+  });
+
+  it('stamps a hole anew when its redriven message fails again, so it outlives the retention from then', async () => {
+    const t = setup();
+    t.fail('poison');
+    t.send('poison', 10n);
+    await t.drain();
+    t.clock.advance(20 * day);
+    t.queue.redrive();
+    await t.drain(); // fails again: back to the DLQ, the hole stamped now
+    t.clock.advance(10 * day);
+    t.send('later', 20n); // 30 days after the first failure, 10 after the last
+    await t.drain();
+    expect([
+      ...((await t.store.loadState('g', ackPartition('t', 'p')))?.holes.keys() ?? []),
+    ]).toEqual([10n]);
+    t.fail();
+    t.clock.advance(day);
+    t.queue.redrive();
+    await t.drain();
+    expect(t.calls).toEqual(['poison', 'poison', 'later', 'poison']);
+  });
+
+  it('gives up holes past maxHoles for a floor above the level: nothing up to it counts as done', () => {
+    const now = 1;
+    const s = applyAckUpdate(undefined, {
+      level: 30n,
+      open: [10n, 20n, 30n],
+      floor: 5n,
+      now,
+      maxHoles: 2,
+    });
+    expect(s.holes.size).toBe(0);
+    expect(s.floor).toBe(31n);
+    for (const offset of [5n, 10n, 25n, 30n]) expect(isAcked(s, offset)).toBe(false);
+    const next = applyAckUpdate(s, { level: 40n, floor: 35n, now });
+    expect(next.floor).toBe(31n);
+    expect(isAcked(next, 40n)).toBe(true);
+  });
+
+  it('keeps the floor a state was created with', () => {
+    const s = applyAckUpdate(undefined, { level: 30n, floor: 20n, now: 1 });
+    expect(isAcked(s, 19n)).toBe(false);
+    expect(isAcked(s, 20n)).toBe(true);
+    expect(applyAckUpdate(s, { level: 50n, floor: 45n, now: 2 }).floor).toBe(20n);
   });
 });

@@ -780,6 +780,8 @@ describe('configFromEnv', () => {
       LAMBDACABLE_HISTORY_LIMIT: '10',
       LAMBDACABLE_HISTORY_TTL: '60',
       LAMBDACABLE_SESSIONS_TTL: '120',
+      LAMBDACABLE_ACK_TTL: '86400',
+      LAMBDACABLE_STREAM_META_TTL: '',
     });
     expect(config).toEqual({
       pingInterval: 5,
@@ -798,6 +800,8 @@ describe('configFromEnv', () => {
       fanoutRetryBudgetMs: 0,
       streamShardTarget: 10_000,
       brokerAdapter: 'legacy',
+      ackTtl: 86_400,
+      streamMetaTtl: 86_400,
       broker: { historyLimit: 10, historyTtl: 60, sessionsTtl: 120 },
     });
   });
@@ -817,6 +821,8 @@ describe('configFromEnv', () => {
     ['LAMBDACABLE_STREAM_SHARD_TARGET', '2.5'],
     ['LAMBDACABLE_BROKER', 'redis'],
     ['LAMBDACABLE_HISTORY_LIMIT', '-1'],
+    ['LAMBDACABLE_ACK_TTL', '0'],
+    ['LAMBDACABLE_STREAM_META_TTL', '1.5'],
   ])('throws a ConfigError naming %s=%s', (variable, value) => {
     const error = (() => {
       try {

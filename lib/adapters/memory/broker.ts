@@ -8,12 +8,14 @@ import {
   resolveBrokerConfig,
   type StoredMessage,
   type StreamMeta,
+  streamMetaExpiry,
   toStreamMessage,
 } from '../../broker/history.js';
 import {
   type Broker,
   type BrokerConfig,
   type BrokerOptions,
+  DEFAULT_STREAM_META_TTL,
   defaultBrokerConfig,
   type SessionCache,
   type StreamMessage,
@@ -28,6 +30,8 @@ interface MemoryStream {
   source?: string;
   /** When the last message was appended (ms). */
   lastAt?: number;
+  /** When the stream is forgotten (ms): `streamMetaTtl` after its last append. */
+  expiresAt: number;
 }
 
 /** Options of {@link MemoryBroker}. */
@@ -42,10 +46,12 @@ export class MemoryBroker extends SessionKeeping implements Broker {
   private readonly clock: Clock;
   private readonly streams = new Map<string, MemoryStream>();
   protected readonly sessions: SessionCache;
+  private readonly streamMetaTtl: number;
 
   constructor(options: MemoryBrokerOptions) {
     super(options.broadcaster);
     this.config = resolveBrokerConfig(defaultBrokerConfig(), options.config);
+    this.streamMetaTtl = options.streamMetaTtl ?? DEFAULT_STREAM_META_TTL;
     this.clock = options.clock ?? systemClock;
     this.sessions =
       options.sessions ?? new MemorySessionCache({ config: this.config, clock: this.clock });
@@ -65,9 +71,9 @@ export class MemoryBroker extends SessionKeeping implements Broker {
       return;
     }
     const now = this.clock.now();
-    let stream = this.streams.get(msg.stream);
+    let stream = this.live(msg.stream);
     if (!stream) {
-      stream = { meta: { epoch: newEpoch(), lastOffset: 0 }, messages: [] };
+      stream = { meta: { epoch: newEpoch(), lastOffset: 0 }, messages: [], expiresAt: 0 };
       this.streams.set(msg.stream, stream);
     }
     const source = msg.meta?.sourceOffset;
@@ -90,6 +96,7 @@ export class MemoryBroker extends SessionKeeping implements Broker {
     const offset = stream.meta.lastOffset + 1;
     stream.meta = { epoch: stream.meta.epoch, lastOffset: offset };
     stream.lastAt = now;
+    stream.expiresAt = streamMetaExpiry(now, this.config, this.streamMetaTtl);
     stream.messages.push({
       offset,
       ...(source !== undefined ? { source } : {}),
@@ -104,7 +111,7 @@ export class MemoryBroker extends SessionKeeping implements Broker {
   }
 
   async historyFrom(stream: string, epoch: string, offset: number): Promise<StreamMessage[]> {
-    const s = this.streams.get(stream);
+    const s = this.live(stream);
     return historyFromRetained(
       stream,
       s?.meta,
@@ -115,7 +122,7 @@ export class MemoryBroker extends SessionKeeping implements Broker {
   }
 
   async historySince(stream: string, tsSeconds: number): Promise<StreamMessage[]> {
-    const s = this.streams.get(stream);
+    const s = this.live(stream);
     if (!s) return [];
     return this.retained(s)
       .filter((m) => m.timestamp >= tsSeconds * 1000)
@@ -127,7 +134,7 @@ export class MemoryBroker extends SessionKeeping implements Broker {
    * epochs are per stream here, as in the history table).
    */
   getEpoch(stream: string): string | undefined {
-    return this.streams.get(stream)?.meta.epoch;
+    return this.live(stream)?.meta.epoch;
   }
 
   /**
@@ -136,18 +143,31 @@ export class MemoryBroker extends SessionKeeping implements Broker {
    * that need a known epoch, and for a restore from a snapshot.
    */
   setEpoch(stream: string, epoch: string): void {
-    const s = this.streams.get(stream);
+    const s = this.live(stream);
     if (s) s.meta = { epoch, lastOffset: s.meta.lastOffset };
-    else this.streams.set(stream, { meta: { epoch, lastOffset: 0 }, messages: [] });
+    else {
+      const expiresAt = streamMetaExpiry(this.clock.now(), this.config, this.streamMetaTtl);
+      this.streams.set(stream, { meta: { epoch, lastOffset: 0 }, messages: [], expiresAt });
+    }
   }
 
   async lastBroadcastAt(streams: readonly string[]): Promise<Map<string, number>> {
     const out = new Map<string, number>();
     for (const name of streams) {
-      const lastAt = this.streams.get(name)?.lastAt;
+      const lastAt = this.live(name)?.lastAt;
       if (lastAt !== undefined) out.set(name, lastAt);
     }
     return out;
+  }
+
+  /** The stream unless it was forgotten (its meta expired: dropped). */
+  private live(name: string): MemoryStream | undefined {
+    const s = this.streams.get(name);
+    if (s && s.expiresAt <= this.clock.now()) {
+      this.streams.delete(name);
+      return undefined;
+    }
+    return s;
   }
 
   private retained(s: MemoryStream | undefined): StoredMessage[] {

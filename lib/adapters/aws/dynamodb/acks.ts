@@ -11,27 +11,41 @@ import {
   type AckStore,
   type AckUpdate,
   applyAckUpdate,
+  DEFAULT_ACK_TTL_SECONDS,
 } from '../../../messaging/ack-store.js';
 import { awsCall } from '../call.js';
 
+/** Options of {@link DynamoAckStore}. */
+export interface DynamoAckStoreOptions {
+  readonly client: DynamoDBClient;
+  /** The `acks` table (`pk`; TTL attribute `expiresAt`). */
+  readonly tableName: string;
+  /**
+   * Seconds an ack item outlives its last write (`expiresAt`, refreshed by every write;
+   * `LAMBDACABLE_ACK_TTL`). Longer than a hole is retained, so an item only expires when
+   * no hole of it can come back; a partition that comes back later starts a new state with
+   * a floor (see `AckState.floor`).
+   * @default {@link DEFAULT_ACK_TTL_SECONDS} (30 days)
+   */
+  readonly ttlSeconds?: number;
+  /**
+   * Merge attempts of {@link DynamoAckStore.commit} under concurrent writers.
+   * @default 8
+   */
+  readonly maxCommitAttempts?: number;
+}
+
 /**
- * Ack state in the `acks` table (`pk` = group `#` partition): `ackLevel` (N), `holes`
- * (M: offset → ms opened) and `version` (N). A level only moves forward: `save` is
- * conditional on the stored level being lower; `commit` reads, merges and writes on the
- * condition that `version` is unchanged, re-reading on a concurrent write.
+ * Ack state in the `acks` table (`pk` = group `#` partition; the batch consumer's partition
+ * is an `ackPartition`, topic `#` key): `ackLevel` (N), `holes` (M: offset → ms stamped),
+ * `floor` (N), `version` (N) and `expiresAt` (N, seconds: the table's TTL). A level only
+ * moves forward: `save` is conditional on the stored level being lower; `commit` reads,
+ * merges and writes on the condition that `version` is unchanged, re-reading on a
+ * concurrent write. An item past `expiresAt` that DynamoDB has not deleted yet is still
+ * read: it is the true state, and the write refreshes it.
  */
 export class DynamoAckStore implements AckStore {
-  constructor(
-    private readonly options: {
-      client: DynamoDBClient;
-      tableName: string;
-      /**
-       * Merge attempts of {@link commit} under concurrent writers.
-       * @default 8
-       */
-      maxCommitAttempts?: number;
-    },
-  ) {}
+  constructor(private readonly options: DynamoAckStoreOptions) {}
 
   async load(group: string, partition: string): Promise<bigint | undefined> {
     return (await this.loadState(group, partition))?.ackLevel;
@@ -44,11 +58,13 @@ export class DynamoAckStore implements AckStore {
           new UpdateItemCommand({
             TableName: this.options.tableName,
             Key: this.key(group, partition),
-            UpdateExpression: 'SET ackLevel = :level, updatedAt = :now ADD version :one',
+            UpdateExpression:
+              'SET ackLevel = :level, updatedAt = :now, expiresAt = :expires ADD version :one',
             ConditionExpression: 'attribute_not_exists(ackLevel) OR ackLevel < :level',
             ExpressionAttributeValues: {
               ':level': { N: level.toString() },
               ':now': { N: String(Date.now()) },
+              ':expires': { N: String(this.expiresAt(Date.now())) },
               ':one': { N: '1' },
             },
           }),
@@ -78,7 +94,13 @@ export class DynamoAckStore implements AckStore {
     for (const [offset, at] of Object.entries(item.holes?.M ?? {})) {
       holes.set(BigInt(offset), Number(at.N ?? '0'));
     }
-    return { ackLevel: BigInt(level), holes, version: Number(item.version?.N ?? '0') };
+    const floor = item.floor?.N;
+    return {
+      ackLevel: BigInt(level),
+      holes,
+      ...(floor === undefined ? {} : { floor: BigInt(floor) }),
+      version: Number(item.version?.N ?? '0'),
+    };
   }
 
   async commit(
@@ -100,8 +122,11 @@ export class DynamoAckStore implements AckStore {
             new UpdateItemCommand({
               TableName: this.options.tableName,
               Key: this.key(group, partition),
-              UpdateExpression:
-                'SET ackLevel = :level, holes = :holes, version = :next, updatedAt = :now',
+              UpdateExpression: `SET ackLevel = :level, holes = :holes, version = :next, updatedAt = :now, expiresAt = :expires${next.floor === undefined ? '' : ', #floor = :floor'}`,
+              // FLOOR is a DynamoDB reserved word.
+              ...(next.floor === undefined
+                ? {}
+                : { ExpressionAttributeNames: { '#floor': 'floor' } }),
               // `version` is missing on an item only `save` of an older release wrote.
               ConditionExpression:
                 stored === undefined
@@ -114,6 +139,8 @@ export class DynamoAckStore implements AckStore {
                 ':holes': { M: holes },
                 ':next': { N: String(next.version) },
                 ':now': { N: String(update.now) },
+                ':expires': { N: String(this.expiresAt(update.now)) },
+                ...(next.floor === undefined ? {} : { ':floor': { N: next.floor.toString() } }),
                 ...(stored === undefined ? {} : { ':version': { N: String(stored.version) } }),
               },
             }),
@@ -127,6 +154,11 @@ export class DynamoAckStore implements AckStore {
         // Another batch wrote in between: merge into what it stored.
       }
     }
+  }
+
+  /** The TTL of an item written at `now` (ms), in whole seconds. */
+  private expiresAt(now: number): number {
+    return Math.floor(now / 1000) + (this.options.ttlSeconds ?? DEFAULT_ACK_TTL_SECONDS);
   }
 
   private key(group: string, partition: string): Record<string, AttributeValue> {

@@ -1,5 +1,6 @@
 import {
   type AttributeValue,
+  ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
@@ -15,19 +16,21 @@ import {
   newEpoch,
   redeliveryOf,
   resolveBrokerConfig,
+  streamMetaExpiry,
 } from '../../../broker/history.js';
 import {
   type Broadcaster,
   type Broker,
   type BrokerConfig,
+  DEFAULT_STREAM_META_TTL,
   defaultBrokerConfig,
   type SessionCache,
   type StreamMessage,
 } from '../../../broker/types.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
-import { ConfigError } from '../../../kernel/errors.js';
+import { type AwsResourceError, ConfigError } from '../../../kernel/errors.js';
 import { awsCall } from '../call.js';
-import { DynamoHistoryReader, metaKey } from './history.js';
+import { DynamoHistoryReader, isExpired, metaKey } from './history.js';
 import { DynamoSessionCache } from './sessions.js';
 
 /** Options of {@link DynamoBroker}. */
@@ -47,6 +50,12 @@ export interface DynamoBrokerOptions {
   readonly config?: Partial<BrokerConfig>;
   /** Drives every TTL decision. @default the system clock */
   readonly clock?: Clock;
+  /**
+   * Seconds a stream's meta item outlives its last append (its `expiresAt`), at least
+   * `historyTtl`; an expired stream starts over with a new epoch at offset 1.
+   * @default {@link DEFAULT_STREAM_META_TTL} (1 day)
+   */
+  readonly streamMetaTtl?: number;
 }
 
 /** Tries of an append whose transaction lost the race for the stream's counter. */
@@ -56,9 +65,10 @@ const META_CACHE_STREAMS = 10_000;
 
 /**
  * The broker on DynamoDB: per-stream meta item (epoch created first-writer-wins by
- * `if_not_exists`, atomic last-offset counter, `lastAt` ms of the last append), message
- * items with `expiresAt`, sessions with TTL. Reads filter on `expiresAt`, since TTL
- * deletion lags.
+ * `if_not_exists`, atomic last-offset counter, `lastAt` ms of the last append, `expiresAt`
+ * `streamMetaTtl` after it), message items with `expiresAt`, sessions with TTL. Reads filter
+ * on `expiresAt`, since TTL deletion lags; an append to a stream whose meta item expired
+ * starts it over (new epoch, offset 1), as if the item were gone.
  */
 export class DynamoBroker extends SessionKeeping implements Broker {
   private readonly config: BrokerConfig;
@@ -121,23 +131,7 @@ export class DynamoBroker extends SessionKeeping implements Broker {
     const now = this.clock.now();
     const table = this.options.historyTable;
     this.metaCache.delete(msg.stream);
-    const meta = await awsCall('UpdateItem', table, [msg.stream], () =>
-      this.client.send(
-        new UpdateItemCommand({
-          TableName: table,
-          Key: metaKey(msg.stream),
-          UpdateExpression:
-            'SET lastOffset = if_not_exists(lastOffset, :zero) + :one, epoch = if_not_exists(epoch, :epoch), lastAt = :now',
-          ExpressionAttributeValues: marshall({
-            ':zero': 0,
-            ':one': 1,
-            ':epoch': newEpoch(),
-            ':now': now,
-          }),
-          ReturnValues: 'ALL_NEW',
-        }),
-      ),
-    );
+    const meta = await this.nextOffset(msg.stream, now);
     const offset = Number(meta.Attributes?.lastOffset?.N);
     const epoch = meta.Attributes?.epoch?.S ?? '';
     await awsCall('PutItem', table, [msg.stream], () =>
@@ -146,6 +140,68 @@ export class DynamoBroker extends SessionKeeping implements Broker {
       ),
     );
     await this.appended(msg, offset, epoch);
+  }
+
+  /**
+   * Takes the stream's next offset: the counter of a live meta item (or a new one) goes up
+   * by one; a meta item past its `expiresAt` (not deleted yet) is replaced by a new epoch at
+   * offset 1, on the condition that it is still expired (else another writer renewed it:
+   * count on it).
+   */
+  private async nextOffset(stream: string, now: number) {
+    const table = this.options.historyTable;
+    const values = {
+      ':one': 1,
+      ':epoch': newEpoch(),
+      ':now': now,
+      ':nowSeconds': now / 1000,
+      ':expires': this.metaExpiresAt(now),
+    };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await awsCall('UpdateItem', table, [stream], () =>
+          this.client.send(
+            new UpdateItemCommand({
+              TableName: table,
+              Key: metaKey(stream),
+              UpdateExpression:
+                'SET lastOffset = if_not_exists(lastOffset, :zero) + :one, epoch = if_not_exists(epoch, :epoch), lastAt = :now, expiresAt = :expires',
+              ConditionExpression: 'attribute_not_exists(expiresAt) OR expiresAt > :nowSeconds',
+              ExpressionAttributeValues: marshall({ ...values, ':zero': 0 }),
+              ReturnValues: 'ALL_NEW',
+            }),
+          ),
+        );
+      } catch (error) {
+        if (!isConditionFailure(error) || attempt >= APPEND_ATTEMPTS) throw error;
+      }
+      try {
+        return await awsCall('UpdateItem', table, [stream], () =>
+          this.client.send(
+            new UpdateItemCommand({
+              TableName: table,
+              Key: metaKey(stream),
+              UpdateExpression:
+                'SET lastOffset = :one, epoch = :epoch, lastAt = :now, expiresAt = :expires REMOVE #source',
+              ConditionExpression: 'expiresAt <= :nowSeconds',
+              ExpressionAttributeNames: { '#source': 'source' },
+              ExpressionAttributeValues: marshall(values),
+              ReturnValues: 'ALL_NEW',
+            }),
+          ),
+        );
+      } catch (error) {
+        if (!isConditionFailure(error) || attempt >= APPEND_ATTEMPTS) throw error;
+      }
+    }
+  }
+
+  /** The `expiresAt` (seconds) of a meta item appended to at `now`. */
+  private metaExpiresAt(now: number): number {
+    return Math.ceil(
+      streamMetaExpiry(now, this.config, this.options.streamMetaTtl ?? DEFAULT_STREAM_META_TTL) /
+        1000,
+    );
   }
 
   /**
@@ -169,9 +225,13 @@ export class DynamoBroker extends SessionKeeping implements Broker {
               }),
             ),
           );
-      const last = Number(current.Item?.lastOffset?.N ?? '0');
-      const epoch = current.Item?.epoch?.S ?? newEpoch();
-      const stored = current.Item?.source?.N;
+      const now = this.clock.now();
+      // A meta item past its TTL that DynamoDB has not deleted yet: the stream starts over.
+      const expired = current.Item !== undefined && isExpired(current.Item, now);
+      const item = expired ? undefined : current.Item;
+      const last = Number(item?.lastOffset?.N ?? '0');
+      const epoch = item?.epoch?.S ?? newEpoch();
+      const stored = item?.source?.N;
       const redelivery = redeliveryOf(source, stored);
       if (redelivery === 'last') {
         const meta = { ...msg.meta, redelivered: true };
@@ -183,7 +243,6 @@ export class DynamoBroker extends SessionKeeping implements Broker {
       if (redelivery === 'older' && (await this.history.hasSource(msg.stream, source, last)))
         return;
       const offset = last + 1;
-      const now = this.clock.now();
       try {
         await awsCall('TransactWriteItems', table, [msg.stream], () =>
           this.client.send(
@@ -194,17 +253,21 @@ export class DynamoBroker extends SessionKeeping implements Broker {
                     TableName: table,
                     Key: metaKey(msg.stream),
                     UpdateExpression:
-                      'SET lastOffset = :offset, epoch = :epoch, #source = :source, lastAt = :now',
-                    ConditionExpression: current.Item
-                      ? 'lastOffset = :last'
-                      : 'attribute_not_exists(lastOffset)',
+                      'SET lastOffset = :offset, epoch = :epoch, #source = :source, lastAt = :now, expiresAt = :expires',
+                    ConditionExpression: item
+                      ? 'lastOffset = :last AND (attribute_not_exists(expiresAt) OR expiresAt > :nowSeconds)'
+                      : expired
+                        ? 'expiresAt <= :nowSeconds'
+                        : 'attribute_not_exists(lastOffset)',
                     ExpressionAttributeNames: { '#source': 'source' },
                     ExpressionAttributeValues: {
                       ...marshall({
                         ':offset': offset,
                         ':epoch': epoch,
                         ':now': now,
-                        ...(current.Item ? { ':last': last } : {}),
+                        ':expires': this.metaExpiresAt(now),
+                        ...(item || expired ? { ':nowSeconds': now / 1000 } : {}),
+                        ...(item ? { ':last': last } : {}),
                       }),
                       // The stream's source position only moves forward. Raw: a stream
                       // sequence number is past 2^53, and marshall would make it a string.
@@ -231,7 +294,7 @@ export class DynamoBroker extends SessionKeeping implements Broker {
       }
       this.remember(msg.stream, {
         ...metaKey(msg.stream),
-        ...marshall({ lastOffset: offset, epoch }),
+        ...marshall({ lastOffset: offset, epoch, expiresAt: this.metaExpiresAt(now) }),
         source: { N: redelivery === 'older' ? stored! : source },
       });
       await this.appended(msg, offset, epoch);
@@ -282,4 +345,8 @@ export class DynamoBroker extends SessionKeeping implements Broker {
   async lastBroadcastAt(streams: readonly string[]): Promise<Map<string, number>> {
     return this.history.lastBroadcastAt(streams);
   }
+}
+
+function isConditionFailure(error: unknown): boolean {
+  return (error as AwsResourceError).cause instanceof ConditionalCheckFailedException;
 }

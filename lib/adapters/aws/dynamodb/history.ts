@@ -109,14 +109,16 @@ export class DynamoHistoryReader implements HistoryReader {
               RequestItems: {
                 [table]: {
                   Keys: request,
-                  ProjectionExpression: 'pk, lastAt',
+                  ProjectionExpression: 'pk, lastAt, expiresAt',
                   ConsistentRead: false,
                 },
               },
             }),
           ),
         );
+        const now = this.clock.now();
         for (const item of res.Responses?.[table] ?? []) {
+          if (isExpired(item, now)) continue; // a forgotten stream: no broadcast known
           const stream = item.pk?.S;
           const lastAt = item.lastAt?.N;
           if (stream !== undefined && lastAt !== undefined) out.set(stream, Number(lastAt));
@@ -129,7 +131,10 @@ export class DynamoHistoryReader implements HistoryReader {
     return out;
   }
 
-  /** The stream's epoch and last offset (its meta item, read consistently). @internal for DynamoBroker */
+  /**
+   * The stream's epoch and last offset (its meta item, read consistently); none once the
+   * item is past its `expiresAt` (the stream was forgotten). @internal for DynamoBroker
+   */
   async meta(stream: string): Promise<StreamMeta | undefined> {
     const out = await awsCall('GetItem', this.table, [stream], () =>
       this.client.send(
@@ -141,7 +146,7 @@ export class DynamoHistoryReader implements HistoryReader {
       ),
     );
     const epoch = out.Item?.epoch?.S;
-    if (!epoch) return undefined;
+    if (!epoch || isExpired(out.Item!, this.clock.now())) return undefined;
     return { epoch, lastOffset: Number(out.Item?.lastOffset?.N ?? '0') };
   }
 
@@ -204,4 +209,10 @@ export class DynamoHistoryReader implements HistoryReader {
     });
     return out;
   }
+}
+
+/** Whether an item is past its `expiresAt` (seconds) at `now` (ms); one without it never expires. */
+export function isExpired(item: Record<string, AttributeValue>, now: number): boolean {
+  const expiresAt = item.expiresAt?.N;
+  return expiresAt !== undefined && Number(expiresAt) * 1000 <= now;
 }

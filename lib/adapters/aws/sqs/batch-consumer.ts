@@ -7,6 +7,7 @@ import {
   type AckState,
   type AckStore,
   type AckUpdate,
+  ackPartition,
   isAcked,
 } from '../../../messaging/ack-store.js';
 import { decodeEnvelope, type Envelope } from '../../../messaging/envelope.js';
@@ -34,7 +35,10 @@ export interface ConsumedMessage extends Message {
 
 /** Options of {@link consumeSqsBatch}. */
 export interface BatchConsumerOptions {
-  /** The consumer group: ack state is kept per group and partition. */
+  /**
+   * The consumer group: ack state is kept per group, topic and partition
+   * ({@link ackPartition}), since offsets only order the messages of one topic and key.
+   */
   readonly group: string;
   /**
    * Persists ack state (level and open holes); a redelivered message that is done under
@@ -53,8 +57,9 @@ export interface BatchConsumerOptions {
     readonly backoffSeconds?: (receiveCount: number) => number;
   };
   /**
-   * Open holes older than this are forgotten (their message left every queue).
-   * @default 14 days, the longest SQS retention
+   * Open holes stamped longer ago than this are forgotten (their message left every queue);
+   * a hole is stamped anew each time its message fails again.
+   * @default 28 days: 14 in the queue and 14 more in a FIFO dead-letter queue
    */
   readonly holeRetentionMs?: number;
   /** @default Date.now */
@@ -99,9 +104,12 @@ interface PartitionBatch {
  * `AckManager` in batch order; after the batch the level rises to the highest of
  * them and those not completed (failed, or skipped behind a failure) are stored as open
  * holes, so a message that then goes to the DLQ stays a hole while later offsets of its
- * partition complete. A message that is done (at or below the level, not a hole) is acked
- * without calling the handler; a hole's message (a retry or a DLQ redrive) is handled,
- * and its success closes the hole. A record delivered again (`ApproximateReceiveCount`
+ * partition complete. A message that is done (at or below the level, not below the
+ * state's floor, not a hole) is acked without calling the handler; a hole's message (a
+ * retry or a DLQ redrive) is handled, its success closes the hole and its failure stamps
+ * the hole anew. State created afresh (the first message of a partition, or the first after
+ * its ack item expired) gets the batch's lowest offset as its floor: an older message that
+ * comes later is handled, never acked unhandled under a level it did not take part in. A record delivered again (`ApproximateReceiveCount`
  * > 1) that the state does not know yet means an earlier invocation ended without
  * writing (a crash, a timeout, a failed ack write): its partition's new offsets are then
  * stored as holes before the handler runs, so they stay holes even if they end up in the
@@ -122,10 +130,11 @@ export async function consumeSqsBatch(
     try {
       const envelope = decodeEnvelope(r.body, r.messageId);
       envelopes.set(r.messageId, envelope);
-      let batch = batches.get(messageGroupId(envelope.key));
+      const partition = partitionOf(envelope);
+      let batch = batches.get(partition);
       if (!batch) {
         batch = { state: undefined, records: [], completed: new Set(), closed: [] };
-        batches.set(messageGroupId(envelope.key), batch);
+        batches.set(partition, batch);
       }
       batch.records.push({ record: r, offset: envelope.offset });
     } catch (error) {
@@ -139,6 +148,7 @@ export async function consumeSqsBatch(
       try {
         if (store) batch.state = await store.loadState(options.group, partition);
         const fresh = batch.records.filter((r) => isNew(batch.state, r.offset));
+        const floor = minOf(fresh.map((r) => r.offset));
         const redelivered = fresh.some(
           (r) => Number(r.record.attributes.ApproximateReceiveCount ?? '1') > 1,
         );
@@ -149,6 +159,7 @@ export async function consumeSqsBatch(
             {
               level: maxOf(fresh.map((r) => r.offset)),
               open: fresh.map((r) => r.offset),
+              ...(floor === undefined ? {} : { floor }),
               now: now(),
               ...retention(options),
             },
@@ -176,8 +187,7 @@ export async function consumeSqsBatch(
       logger.error(`nack ${record.messageId}: ${envelope?.message ?? 'no envelope'}`);
       throw envelope ?? new LambdacableError(`no envelope for ${record.messageId}`);
     }
-    // The SQS group id: the key itself unless SQS could not take it (then its hash).
-    const partition = messageGroupId(envelope.key);
+    const partition = partitionOf(envelope);
     if (storeFailed.has(partition)) {
       throw new LambdacableError(`ack state of ${options.group}#${partition} unavailable`);
     }
@@ -194,7 +204,8 @@ export async function consumeSqsBatch(
     let settled: { acked: true } | { acked: false; reason: unknown } | undefined;
     const message: ConsumedMessage = {
       value: envelope.payload,
-      partition,
+      // The SQS group id: the key itself unless SQS could not take it (then its hash).
+      partition: messageGroupId(envelope.key),
       offset,
       id: envelope.id,
       topic: envelope.topic,
@@ -244,14 +255,20 @@ export async function consumeSqsBatch(
       [...batches].map(async ([partition, batch]) => {
         if (storeFailed.has(partition)) return;
         const manager = acks.get(partition);
+        // Holes whose message came again (a retry, a redrive) and failed once more.
+        const reopened = batch.records
+          .filter((r) => batch.state?.holes.has(r.offset) && !batch.completed.has(r.offset))
+          .map((r) => r.offset);
+        const floor = manager ? minOf(batch.records.map((r) => r.offset)) : undefined;
         const update: AckUpdate = {
           ...(manager ? { level: manager.getReadLevel() } : {}),
-          open: manager?.getOutstandingIds() ?? [],
+          open: [...(manager?.getOutstandingIds() ?? []), ...reopened],
           close: batch.closed,
+          ...(floor === undefined ? {} : { floor }),
           now: now(),
           ...retention(options),
         };
-        if (!manager && batch.closed.length === 0) return; // nothing new: no write
+        if (!manager && batch.closed.length === 0 && reopened.length === 0) return; // nothing new: no write
         try {
           await store.commit(options.group, partition, update, { state: batch.state });
         } catch (error) {
@@ -282,9 +299,20 @@ export async function consumeSqsBatch(
   return response;
 }
 
-/** Above the stored level and not a hole: never seen by a finished batch. */
+/** The ack partition of a message: its topic and its SQS message group. */
+function partitionOf(envelope: Envelope): string {
+  return ackPartition(envelope.topic, messageGroupId(envelope.key));
+}
+
+/** Neither done nor a hole: above the stored level, or below its floor. */
 function isNew(state: AckState | undefined, offset: bigint): boolean {
-  return state === undefined || (offset > state.ackLevel && !state.holes.has(offset));
+  return state === undefined || (!state.holes.has(offset) && !isAcked(state, offset));
+}
+
+function minOf(offsets: readonly bigint[]): bigint | undefined {
+  let min: bigint | undefined;
+  for (const o of offsets) if (min === undefined || o < min) min = o;
+  return min;
 }
 
 function maxOf(offsets: readonly bigint[]): bigint | undefined {

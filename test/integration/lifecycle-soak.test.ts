@@ -1,0 +1,140 @@
+import { ScanCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteMessageCommand, type Message as SqsMessage } from '@aws-sdk/client-sqs';
+import { describe, expect, it } from 'vitest';
+import type { TableName } from '../../infra/deploy/definitions';
+import { sqsEventOf } from '../../infra/local/sqs-poller';
+import { consumeSqsBatch, DynamoAckStore, DynamoBroker, OutboxProducer } from '../../lib/aws';
+import { newEventId } from '../../lib/core';
+import { testResources } from '../helpers/aws';
+import { RecordingBroadcaster } from '../helpers/broadcaster';
+import { FakeClock } from '../helpers/clock';
+import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
+
+const DAY = 24 * 3600;
+const quiet = { error: () => {}, warn: () => {} };
+
+/**
+ * Every item the event path writes has a lifecycle: after N events and the clock moved past
+ * every TTL, what is left does not grow with N.
+ *
+ * Each event is what `sendAsync` without a key writes (its own key, the event id), goes
+ * through the outbox, the stream relay and SQS FIFO to `consumeSqsBatch` with a
+ * `DynamoAckStore` (an ack item per key), and its handler appends it to a stream of its own
+ * (`DynamoBroker`: a history message and a stream meta item) and commits and finishes a
+ * session. DynamoDB Local does not delete expired items on a simulated clock, so an item
+ * counts as left when its `expiresAt` is missing or after the simulated time (what DynamoDB
+ * TTL keeps). The clock starts in 2100 (FakeClock), so the emulator's own sweeper never
+ * touches them.
+ */
+describe('item lifecycle soak', () => {
+  it('leaves a bounded number of items after N events once every TTL has passed', async () => {
+    const env = await testResources('lifecycle', [
+      { name: 'work', topics: ['jobs'], visibilityTimeout: 30, maxReceiveCount: 3 },
+    ]);
+    const clock = new FakeClock();
+    const queue = env.queues.work!;
+    const producer = new OutboxProducer({
+      client: env.dynamodb,
+      tableName: env.tables.outbox,
+      topic: 'jobs',
+      clock,
+    });
+    const acks = new DynamoAckStore({ client: env.dynamodb, tableName: env.tables.acks });
+    const broker = new DynamoBroker({
+      client: env.dynamodb,
+      historyTable: env.tables.history,
+      sessionsTable: env.tables.sessions,
+      broadcaster: new RecordingBroadcaster(),
+      clock,
+    });
+    const { drain } = outboxPoller(env.outboxStreamArn!, relayFor(env.sqs, { jobs: [queue.url] }));
+    let handled = 0;
+
+    const run = async (events: number) => {
+      for (let i = 0; i < events; i++) {
+        await producer.publish({
+          key: newEventId(clock.now()),
+          value: new TextEncoder().encode(String(i)),
+        });
+        clock.advanceSeconds(1);
+      }
+      await drain();
+      let got: SqsMessage[] = [];
+      for (let i = 0; i < 20 && handled < events; i++) {
+        got = await receiveAll(env.sqs, queue.url);
+        if (got.length === 0) continue;
+        const response = await consumeSqsBatch(
+          sqsEventOf(got, queue.arn),
+          async (m) => {
+            await broker.handleBroadcast({
+              stream: `lifecycle/${m.id}`,
+              data: JSON.stringify({ n: m.offset.toString() }),
+              meta: { sourceOffset: m.offset.toString() },
+            });
+            await broker.commitSession(m.id, {
+              toCacheEntry: () => new TextEncoder().encode(m.id),
+            });
+            await broker.finishSession(m.id);
+            handled++;
+          },
+          { group: 'work', ackStore: acks, logger: quiet, now: () => clock.now() },
+        );
+        expect(response.batchItemFailures).toEqual([]);
+        for (const m of got) {
+          await env.sqs.send(
+            new DeleteMessageCommand({ QueueUrl: queue.url, ReceiptHandle: m.ReceiptHandle }),
+          );
+        }
+      }
+      expect(handled).toBe(events);
+      handled = 0;
+    };
+
+    /** Items per table whose `expiresAt` is missing or after `at` (ms): what TTL keeps. */
+    const left = async (at: number): Promise<Record<TableName, number>> => {
+      const out = {} as Record<TableName, number>;
+      for (const [name, table] of Object.entries(env.tables) as [TableName, string][]) {
+        let count = 0;
+        let start: Record<string, never> | undefined;
+        do {
+          const page = await env.dynamodb.send(
+            new ScanCommand({
+              TableName: table,
+              FilterExpression: 'attribute_not_exists(expiresAt) OR expiresAt > :at',
+              ExpressionAttributeValues: { ':at': { N: String(at / 1000) } },
+              Select: 'COUNT',
+              ConsistentRead: true,
+              ...(start ? { ExclusiveStartKey: start } : {}),
+            }),
+          );
+          count += page.Count ?? 0;
+          start = page.LastEvaluatedKey as typeof start;
+        } while (start);
+        out[name] = count;
+      }
+      return out;
+    };
+    const total = (counts: Record<TableName, number>) =>
+      Object.values(counts).reduce((a, b) => a + b, 0);
+
+    const small = 20;
+    await run(small);
+    const now = await left(clock.now());
+    // Before the TTLs: per event an outbox row, an ack item, a history message and meta item, a session.
+    expect(now.acks).toBe(small);
+    expect(now.outbox).toBe(small);
+    expect(now.history).toBe(2 * small);
+    expect(now.sessions).toBe(small);
+    const afterSmall = await left(clock.now() + 31 * DAY * 1000);
+
+    const large = 60;
+    await run(large);
+    const afterLarge = await left(clock.now() + 31 * DAY * 1000);
+    console.log(
+      `items left after every TTL: ${total(afterSmall)} after ${small} events, ${total(afterLarge)} after ${small + large} (${(total(afterLarge) / (small + large)).toFixed(3)} per event)`,
+      afterLarge,
+    );
+    expect(afterLarge).toEqual(afterSmall);
+    expect(total(afterLarge)).toBe(0);
+  }, 120_000);
+});
