@@ -20,6 +20,7 @@ import {
 import {
   type AckStore,
   AvroCodec,
+  ackPartition,
   createEventSender,
   defineEvent,
   EventTopics,
@@ -313,7 +314,8 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
         // The effect: a non-idempotent append, counted per event id.
         eventOf.set(m.id, value);
         bump(calls, m.id);
-        effects.push({ id: m.id, partition: m.partition });
+        // The ack state's partition (per topic and key): what a failed ack write names.
+        effects.push({ id: m.id, partition: ackPartition(m.topic, m.partition) });
         handovers.set(m.id, [
           ...(handovers.get(m.id) ?? []),
           `#${invocation} rc=${m.receiveCount} +${Date.now() - began}ms`,
