@@ -18,7 +18,7 @@ import { runtime, codec as runtimeCodec, producer as runtimeProducer } from './r
 export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyResultV2> => {
   const { config, logger } = runtime();
   const authorization = event.headers?.authorization ?? event.headers?.Authorization;
-  if (!hasBroadcastKey(authorization, config.broadcastKey ?? '')) {
+  if (!hasBroadcastKey(authorization, [config.broadcastKey, config.broadcastPreviousKey])) {
     logger.warn('broadcast refused: missing or wrong key');
     return { statusCode: 401, body: 'unauthorized' };
   }

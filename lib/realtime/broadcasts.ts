@@ -8,6 +8,7 @@ import {
   MAX_STREAM_BYTES,
   utf8Bytes,
 } from '../kernel/limits.js';
+import { keysOf } from '../kernel/secrets.js';
 import { decodeData } from './protocol.js';
 
 /** The topic services write broadcasts and remote commands to; the broadcast consumer reads it. */
@@ -176,11 +177,17 @@ export function parseBroadcastRequest(body: string | undefined | null): Broadcas
 }
 
 /** Whether an `Authorization` header carries `Bearer <key>`, compared in constant time. */
-export function hasBroadcastKey(header: string | undefined, key: string): boolean {
-  if (!key || !header) return false;
+export function hasBroadcastKey(
+  header: string | undefined,
+  key: string | readonly (string | undefined)[],
+): boolean {
+  if (!header) return false;
   const match = /^Bearer\s+(.+)$/i.exec(header.trim());
   if (!match?.[1]) return false;
   const given = Buffer.from(match[1]);
-  const expected = Buffer.from(key);
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  // The current key or, during a rotation, the previous one; an empty key accepts nothing.
+  return keysOf(key).some((k) => {
+    const expected = Buffer.from(k);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
 }

@@ -35,6 +35,17 @@ export interface GatewayConfig {
    */
   readonly jwtSecret?: string;
   /**
+   * The JWT secret before a rotation (`LAMBDACABLE_JWT_SECRET_PREVIOUS`): tokens signed with it
+   * are still accepted until it is unset. @default undefined
+   */
+  readonly jwtPreviousSecret?: string;
+  /**
+   * The longest a connect token is accepted after its `iat`, in seconds
+   * (`LAMBDACABLE_JWT_MAX_AGE`); set, a token without `iat` is refused. Unset: only `exp`
+   * bounds it. @default undefined
+   */
+  readonly jwtMaxAge?: number;
+  /**
    * Seconds a connect token's `exp` may be off the clock (`LAMBDACABLE_JWT_CLOCK_SKEW`).
    * @default 30
    */
@@ -55,10 +66,20 @@ export interface GatewayConfig {
    */
   readonly streamsSecret?: string;
   /**
+   * The streams secret before a rotation (`LAMBDACABLE_STREAMS_SECRET_PREVIOUS`): names signed
+   * with it still verify until it is unset. @default undefined
+   */
+  readonly streamsPreviousSecret?: string;
+  /**
    * Bearer key of the HTTP broadcast API (`LAMBDACABLE_BROADCAST_KEY`); unset: every request is refused.
    * @default undefined
    */
   readonly broadcastKey?: string;
+  /**
+   * The broadcast key before a rotation (`LAMBDACABLE_BROADCAST_KEY_PREVIOUS`): still accepted
+   * until it is unset. @default undefined
+   */
+  readonly broadcastPreviousKey?: string;
   /**
    * Whether clients may subscribe to unsigned stream names (`LAMBDACABLE_PUBLIC_STREAMS`).
    * @default false
@@ -182,8 +203,11 @@ export function configFromEnv(env: Env): GatewayConfig {
   const d = defaultGatewayConfig();
   const secrets = {
     jwtSecret: text(env, 'LAMBDACABLE_JWT_SECRET'),
+    jwtPreviousSecret: text(env, 'LAMBDACABLE_JWT_SECRET_PREVIOUS'),
     streamsSecret: text(env, 'LAMBDACABLE_STREAMS_SECRET'),
+    streamsPreviousSecret: text(env, 'LAMBDACABLE_STREAMS_SECRET_PREVIOUS'),
     broadcastKey: text(env, 'LAMBDACABLE_BROADCAST_KEY'),
+    broadcastPreviousKey: text(env, 'LAMBDACABLE_BROADCAST_KEY_PREVIOUS'),
     jwtIssuer: text(env, 'LAMBDACABLE_JWT_ISSUER'),
     jwtAudience: text(env, 'LAMBDACABLE_JWT_AUDIENCE'),
   };
@@ -197,6 +221,9 @@ export function configFromEnv(env: Env): GatewayConfig {
       false,
     ),
     jwtClockSkew: nonNegative(env, 'LAMBDACABLE_JWT_CLOCK_SKEW', d.jwtClockSkew),
+    ...(text(env, 'LAMBDACABLE_JWT_MAX_AGE') === undefined
+      ? {}
+      : { jwtMaxAge: positive(env, 'LAMBDACABLE_JWT_MAX_AGE', 0, true) }),
     ...(Object.fromEntries(Object.entries(secrets).filter(([, v]) => v !== undefined)) as Partial<
       typeof secrets
     >),

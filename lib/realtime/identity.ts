@@ -6,7 +6,13 @@ import { verifyConnectToken } from './tokens.js';
 /** The settings identification reads. */
 export type IdentityConfig = Pick<
   GatewayConfig,
-  'allowAnonymous' | 'jwtSecret' | 'jwtClockSkew' | 'jwtIssuer' | 'jwtAudience'
+  | 'allowAnonymous'
+  | 'jwtSecret'
+  | 'jwtPreviousSecret'
+  | 'jwtMaxAge'
+  | 'jwtClockSkew'
+  | 'jwtIssuer'
+  | 'jwtAudience'
 >;
 
 /** Who a client is (`''` when anonymous), or why its credentials are refused. */
@@ -41,8 +47,10 @@ async function identityOf(
     if (config.allowAnonymous) return '';
     throw new UnauthorizedError('no token: expected a JWT in jid', { reason: 'missing' });
   }
-  const { identity } = await verifyConnectToken(token, config.jwtSecret ?? '', clock, {
+  const secrets = [config.jwtSecret, config.jwtPreviousSecret];
+  const { identity } = await verifyConnectToken(token, secrets, clock, {
     clockSkewSeconds: config.jwtClockSkew,
+    ...(config.jwtMaxAge !== undefined ? { maxAgeSeconds: config.jwtMaxAge } : {}),
     ...(config.jwtIssuer !== undefined ? { issuer: config.jwtIssuer } : {}),
     ...(config.jwtAudience !== undefined ? { audience: config.jwtAudience } : {}),
   });

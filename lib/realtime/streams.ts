@@ -6,7 +6,7 @@ import { verifySignedStreamName } from './tokens.js';
 /** The settings stream resolution reads. */
 export type StreamsConfig = Pick<
   GatewayConfig,
-  'streamsSecret' | 'whisperOnSigned' | 'publicStreams'
+  'streamsSecret' | 'streamsPreviousSecret' | 'whisperOnSigned' | 'publicStreams'
 >;
 
 /** Why a `$pubsub` identifier names no stream a client may subscribe to. */
@@ -75,7 +75,10 @@ export function streamOf(identifier: string, config: StreamsConfig): StreamResol
     );
   }
   if (typeof params.signed_stream_name === 'string') {
-    const stream = verifySignedStreamName(params.signed_stream_name, config.streamsSecret ?? '');
+    const stream = verifySignedStreamName(params.signed_stream_name, [
+      config.streamsSecret,
+      config.streamsPreviousSecret,
+    ]);
     if (!stream) return refuse('signature', 'signed stream name does not verify');
     return { ok: true, stream, whisper: config.whisperOnSigned };
   }

@@ -3,6 +3,7 @@ import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import { type Clock, systemClock } from '../kernel/clock.js';
 import { errorMessage, UnauthorizedError } from '../kernel/errors.js';
 import { MAX_IDENTITY_BYTES, utf8Bytes } from '../kernel/limits.js';
+import { keysOf } from '../kernel/secrets.js';
 
 /**
  * Signs a stream name the way AnyCable (Rails `MessageVerifier`) does:
@@ -14,14 +15,20 @@ export function signStreamName(name: string, secret: string): string {
 }
 
 /** The stream name a signed name carries, or `undefined` when it is malformed or forged. */
-export function verifySignedStreamName(signed: string, secret: string): string | undefined {
-  if (!secret) return undefined;
+export function verifySignedStreamName(
+  signed: string,
+  secret: string | readonly (string | undefined)[],
+): string | undefined {
   const at = signed.lastIndexOf('--');
   if (at <= 0) return undefined;
   const encoded = signed.slice(0, at);
   const given = Buffer.from(signed.slice(at + 2), 'utf8');
-  const expected = Buffer.from(digest(encoded, secret), 'utf8');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  // The current secret or, during a rotation, the previous one.
+  const verified = keysOf(secret).some((k) => {
+    const expected = Buffer.from(digest(encoded, k), 'utf8');
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+  if (!verified) return undefined;
   try {
     const name: unknown = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8'));
     return typeof name === 'string' && name.length > 0 ? name : undefined;
@@ -70,6 +77,11 @@ export interface VerifyTokenOptions {
   readonly issuer?: string;
   /** Required `aud` (one of the token's audiences); unset: not checked. @default undefined */
   readonly audience?: string;
+  /**
+   * Seconds after its `iat` a token is refused (an `iat` is then required); unset: only
+   * `exp` bounds a token's life. @default undefined
+   */
+  readonly maxAgeSeconds?: number;
 }
 
 /**
@@ -81,32 +93,42 @@ export interface VerifyTokenOptions {
  */
 export async function verifyConnectToken(
   token: string,
-  secret: string,
+  secret: string | readonly (string | undefined)[],
   clock: Clock = systemClock,
   options: VerifyTokenOptions = {},
 ): Promise<{ identity: string }> {
   if (!token) throw new UnauthorizedError('no token: expected a JWT in jid', { reason: 'missing' });
-  if (!secret) {
+  const secrets = keysOf(secret);
+  if (secrets.length === 0) {
     throw new UnauthorizedError('no JWT secret configured: cannot verify tokens', {
       reason: 'signature',
     });
   }
-  let payload: Record<string, unknown>;
-  try {
-    ({ payload } = await jwtVerify(token, key(secret), {
-      algorithms: ['HS256'],
-      currentDate: new Date(clock.now()),
-      requiredClaims: ['exp'],
-      clockTolerance: options.clockSkewSeconds ?? 30,
-      ...(options.issuer !== undefined ? { issuer: options.issuer } : {}),
-      ...(options.audience !== undefined ? { audience: options.audience } : {}),
-    }));
-  } catch (error) {
-    throw new UnauthorizedError(`token refused: ${errorMessage(error)}`, {
-      reason: reasonOf(error),
-      cause: error,
-    });
+  let payload: Record<string, unknown> | undefined;
+  // The current secret, then (during a rotation) the previous one: a signature that fails
+  // under one may verify under the next; any other refusal is final.
+  for (const [i, s] of secrets.entries()) {
+    try {
+      ({ payload } = await jwtVerify(token, key(s), {
+        algorithms: ['HS256'],
+        currentDate: new Date(clock.now()),
+        requiredClaims: options.maxAgeSeconds === undefined ? ['exp'] : ['exp', 'iat'],
+        clockTolerance: options.clockSkewSeconds ?? 30,
+        ...(options.maxAgeSeconds !== undefined ? { maxTokenAge: options.maxAgeSeconds } : {}),
+        ...(options.issuer !== undefined ? { issuer: options.issuer } : {}),
+        ...(options.audience !== undefined ? { audience: options.audience } : {}),
+      }));
+      break;
+    } catch (error) {
+      const last = i === secrets.length - 1;
+      if (!last && error instanceof joseErrors.JWSSignatureVerificationFailed) continue;
+      throw new UnauthorizedError(`token refused: ${errorMessage(error)}`, {
+        reason: reasonOf(error),
+        cause: error,
+      });
+    }
   }
+  if (!payload) throw new UnauthorizedError('token refused', { reason: 'signature' });
   const { ext, sub } = payload;
   const identity =
     typeof ext === 'string' ? ext : ext !== undefined && ext !== null ? JSON.stringify(ext) : sub;

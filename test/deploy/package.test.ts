@@ -11,6 +11,10 @@ const SECRETS: Record<string, string> = {
   LAMBDACABLE_JWT_SECRET: 'WsConnectLambdaFunction',
   LAMBDACABLE_STREAMS_SECRET: 'WsDefaultLambdaFunction',
   LAMBDACABLE_BROADCAST_KEY: 'HttpBroadcastLambdaFunction',
+  // During a rotation, the previous key goes to the same function only.
+  LAMBDACABLE_JWT_SECRET_PREVIOUS: 'WsConnectLambdaFunction',
+  LAMBDACABLE_STREAMS_SECRET_PREVIOUS: 'WsDefaultLambdaFunction',
+  LAMBDACABLE_BROADCAST_KEY_PREVIOUS: 'HttpBroadcastLambdaFunction',
 };
 
 describe('serverless package (osls + serverless-esbuild)', () => {

@@ -62,6 +62,16 @@ describe('hasBroadcastKey', () => {
     expect(hasBroadcastKey('s3cret', 's3cret')).toBe(false);
     expect(hasBroadcastKey('Bearer ', '')).toBe(false);
   });
+
+  it('accepts the current and, during a rotation, the previous key; never an unset one', () => {
+    const keys = ['new-key', 'old-key'];
+    expect(hasBroadcastKey('Bearer new-key', keys)).toBe(true);
+    expect(hasBroadcastKey('Bearer old-key', keys)).toBe(true);
+    expect(hasBroadcastKey('Bearer other', keys)).toBe(false);
+    // After the rotation the previous key is unset: the old one is refused.
+    expect(hasBroadcastKey('Bearer old-key', ['new-key', undefined])).toBe(false);
+    expect(hasBroadcastKey('Bearer x', [undefined, ''])).toBe(false);
+  });
 });
 
 describe('built-in broadcast events', () => {

@@ -237,6 +237,90 @@ describe('Gateway input: streams named like Object.prototype members', () => {
   );
 });
 
+describe('Gateway input: key rotation (current and previous key)', () => {
+  const OLD = 'old-jwt-secret-0123456789abcdef0123';
+  const NEW = 'new-jwt-secret-0123456789abcdef0123';
+  const now = 1_700_000_000;
+
+  async function connectWith(secretSigning: string, config: Partial<GatewayConfig>) {
+    const t = setup(config);
+    const jid = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('alice')
+      .setExpirationTime(now + 600)
+      .sign(new TextEncoder().encode(secretSigning));
+    await t.gateway.connect({ connectionId: 'c1', query: { jid }, protocols: EXT });
+    await t.gateway.welcome('c1');
+    return t.frames('c1')[0] as { type: string };
+  }
+
+  it('accepts tokens of the old key, then of both during the rotation, then only of the new key', async () => {
+    // Before: the old key only.
+    expect((await connectWith(OLD, { jwtSecret: OLD })).type).toBe('welcome');
+    expect((await connectWith(NEW, { jwtSecret: OLD })).type).toBe('disconnect');
+    // During: the new key is current, the old one previous; both verify.
+    const both = { jwtSecret: NEW, jwtPreviousSecret: OLD };
+    expect((await connectWith(NEW, both)).type).toBe('welcome');
+    expect((await connectWith(OLD, both)).type).toBe('welcome');
+    expect((await connectWith('a-third-key-0123456789abcdef0123', both)).type).toBe('disconnect');
+    // After: the previous key unset, old tokens are refused.
+    expect((await connectWith(OLD, { jwtSecret: NEW })).type).toBe('disconnect');
+    expect((await connectWith(NEW, { jwtSecret: NEW })).type).toBe('welcome');
+  });
+
+  it('verifies signed stream names of the old key, of both during the rotation, then only of the new key', async () => {
+    const OLD_STREAMS = 'old-streams-secret-0123456789abcdef';
+    const NEW_STREAMS = 'new-streams-secret-0123456789abcdef';
+    const id = (secret: string) =>
+      JSON.stringify({ channel: '$pubsub', signed_stream_name: signStreamName('room', secret) });
+    const answer = async (config: Partial<GatewayConfig>, secret: string) => {
+      const t = setup(config);
+      await t.open('c1');
+      await t.send('c1', { command: 'subscribe', identifier: id(secret) });
+      return (t.frames('c1').at(-1) as { type: string }).type;
+    };
+    expect(await answer({ streamsSecret: OLD_STREAMS }, OLD_STREAMS)).toBe('confirm_subscription');
+    const both = { streamsSecret: NEW_STREAMS, streamsPreviousSecret: OLD_STREAMS };
+    expect(await answer(both, OLD_STREAMS)).toBe('confirm_subscription');
+    expect(await answer(both, NEW_STREAMS)).toBe('confirm_subscription');
+    expect(await answer({ streamsSecret: NEW_STREAMS }, OLD_STREAMS)).toBe('reject_subscription');
+  });
+});
+
+describe('Gateway input: token age (LAMBDACABLE_JWT_MAX_AGE)', () => {
+  const now = 1_700_000_000;
+  const sign = (claims: { iat?: number; exp: number }) => {
+    const jwt = new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('alice');
+    if (claims.iat !== undefined) jwt.setIssuedAt(claims.iat);
+    return jwt.setExpirationTime(claims.exp).sign(new TextEncoder().encode(JWT_SECRET));
+  };
+  async function firstFrame(jid: string, jwtMaxAge?: number) {
+    const t = setup(jwtMaxAge === undefined ? {} : { jwtMaxAge });
+    await t.gateway.connect({ connectionId: 'c1', query: { jid }, protocols: EXT });
+    await t.gateway.welcome('c1');
+    return t.frames('c1')[0] as { type: string; reason?: string };
+  }
+
+  it('refuses a token issued longer ago than the maximum age, even with exp far away', async () => {
+    const old = await sign({ iat: now - 7_200, exp: now + 86_400 });
+    expect((await firstFrame(old)).type).toBe('welcome');
+    // Past its age a token is expired, as past its exp: the client may fetch a new one.
+    expect(await firstFrame(old, 3_600)).toEqual({
+      type: 'disconnect',
+      reason: 'token_expired',
+      reconnect: false,
+    });
+    const fresh = await sign({ iat: now - 60, exp: now + 86_400 });
+    expect((await firstFrame(fresh, 3_600)).type).toBe('welcome');
+  });
+
+  it('refuses a token without iat when a maximum age is set', async () => {
+    const noIat = await sign({ exp: now + 600 });
+    expect((await firstFrame(noIat)).type).toBe('welcome');
+    expect((await firstFrame(noIat, 3_600)).type).toBe('disconnect');
+  });
+});
+
 describe('Gateway input: connect tokens', () => {
   const sign = (claims: Record<string, unknown>, exp?: number) => {
     const jwt = new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setSubject('alice');
