@@ -46,9 +46,9 @@ export interface LocalScaleResult {
 }
 
 const SECRETS = {
-  LAMBDACABLE_JWT_SECRET: 'scale-jwt-secret',
-  LAMBDACABLE_STREAMS_SECRET: 'scale-streams-secret',
-  LAMBDACABLE_BROADCAST_KEY: 'scale-broadcast-key',
+  LAMBDACABLE_JWT_SECRET: 'scale-jwt-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_STREAMS_SECRET: 'scale-streams-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_BROADCAST_KEY: 'scale-broadcast-key-0123456789abcdef0123456789',
 };
 
 /**

@@ -7,9 +7,9 @@ import type { RecordedCall } from '../lib/adapters/aws/call-log';
 
 /** The functions' secrets on the bench's stack. */
 export const BENCH_SECRETS = {
-  LAMBDACABLE_JWT_SECRET: 'bench-jwt-secret',
-  LAMBDACABLE_STREAMS_SECRET: 'bench-streams-secret',
-  LAMBDACABLE_BROADCAST_KEY: 'bench-broadcast-key',
+  LAMBDACABLE_JWT_SECRET: 'bench-jwt-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_STREAMS_SECRET: 'bench-streams-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_BROADCAST_KEY: 'bench-broadcast-key-0123456789abcdef0123456789',
 };
 export type BenchSecrets = typeof BENCH_SECRETS;
 

@@ -14,9 +14,9 @@ const REPEAT_GRACE_MS = 1_000;
 const LAUNCHER_POLL_MS = 500;
 
 const DEV_DEFAULTS: Record<string, string> = {
-  LAMBDACABLE_JWT_SECRET: 'local-jwt-secret',
-  LAMBDACABLE_STREAMS_SECRET: 'local-streams-secret',
-  LAMBDACABLE_BROADCAST_KEY: 'local-broadcast-key',
+  LAMBDACABLE_JWT_SECRET: 'local-jwt-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_STREAMS_SECRET: 'local-streams-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_BROADCAST_KEY: 'local-broadcast-key-0123456789abcdef0123456789',
 };
 
 const env: Record<string, string> = {};

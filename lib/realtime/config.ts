@@ -202,12 +202,12 @@ type Env = Readonly<Record<string, string | undefined>>;
 export function configFromEnv(env: Env): GatewayConfig {
   const d = defaultGatewayConfig();
   const secrets = {
-    jwtSecret: text(env, 'LAMBDACABLE_JWT_SECRET'),
-    jwtPreviousSecret: text(env, 'LAMBDACABLE_JWT_SECRET_PREVIOUS'),
-    streamsSecret: text(env, 'LAMBDACABLE_STREAMS_SECRET'),
-    streamsPreviousSecret: text(env, 'LAMBDACABLE_STREAMS_SECRET_PREVIOUS'),
-    broadcastKey: text(env, 'LAMBDACABLE_BROADCAST_KEY'),
-    broadcastPreviousKey: text(env, 'LAMBDACABLE_BROADCAST_KEY_PREVIOUS'),
+    jwtSecret: key(env, 'LAMBDACABLE_JWT_SECRET'),
+    jwtPreviousSecret: key(env, 'LAMBDACABLE_JWT_SECRET_PREVIOUS'),
+    streamsSecret: key(env, 'LAMBDACABLE_STREAMS_SECRET'),
+    streamsPreviousSecret: key(env, 'LAMBDACABLE_STREAMS_SECRET_PREVIOUS'),
+    broadcastKey: key(env, 'LAMBDACABLE_BROADCAST_KEY'),
+    broadcastPreviousKey: key(env, 'LAMBDACABLE_BROADCAST_KEY_PREVIOUS'),
     jwtIssuer: text(env, 'LAMBDACABLE_JWT_ISSUER'),
     jwtAudience: text(env, 'LAMBDACABLE_JWT_AUDIENCE'),
   };
@@ -245,6 +245,23 @@ export function configFromEnv(env: Env): GatewayConfig {
       sessionsTtl: positive(env, 'LAMBDACABLE_SESSIONS_TTL', d.broker.sessionsTtl, false),
     },
   };
+}
+
+/** The fewest bytes a secret key may have: 256 bits, HS256's own key size. */
+export const MIN_SECRET_BYTES = 32;
+
+/** A secret key: unset, or at least {@link MIN_SECRET_BYTES} bytes (never shown in the error). */
+function key(env: Env, name: string): string | undefined {
+  const value = text(env, name);
+  if (value === undefined) return undefined;
+  const bytes = Buffer.byteLength(value, 'utf8');
+  if (bytes < MIN_SECRET_BYTES) {
+    throw new ConfigError(
+      `${name} is ${bytes} bytes, a key needs at least ${MIN_SECRET_BYTES} (256 bits): generate one with \`openssl rand -base64 32\``,
+      { variable: name },
+    );
+  }
+  return value;
 }
 
 function text(env: Env, name: string): string | undefined {

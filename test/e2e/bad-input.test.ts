@@ -17,9 +17,9 @@ import { until } from '../helpers/cable';
 
 const EXT = 'actioncable-v1-ext-json';
 const env = {
-  LAMBDACABLE_JWT_SECRET: 'bad-input-jwt-secret',
-  LAMBDACABLE_STREAMS_SECRET: 'bad-input-streams-secret',
-  LAMBDACABLE_BROADCAST_KEY: 'bad-input-broadcast-key',
+  LAMBDACABLE_JWT_SECRET: 'bad-input-jwt-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_STREAMS_SECRET: 'bad-input-streams-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_BROADCAST_KEY: 'bad-input-broadcast-key-0123456789abcdef0123456789',
   LAMBDACABLE_PUBLIC_STREAMS: 'true',
   LAMBDACABLE_ALLOW_ANONYMOUS: 'false',
   LAMBDACABLE_JWT_AUDIENCE: 'bad-input-cable',

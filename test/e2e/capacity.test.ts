@@ -9,9 +9,9 @@ import type { RecordedCall } from '../../lib/adapters/aws/call-log';
 import { createConnectToken, signStreamName } from '../../lib/core';
 
 const env = {
-  LAMBDACABLE_JWT_SECRET: 'capacity-jwt-secret',
-  LAMBDACABLE_STREAMS_SECRET: 'capacity-streams-secret',
-  LAMBDACABLE_BROADCAST_KEY: 'capacity-broadcast-key',
+  LAMBDACABLE_JWT_SECRET: 'capacity-jwt-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_STREAMS_SECRET: 'capacity-streams-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_BROADCAST_KEY: 'capacity-broadcast-key-0123456789abcdef0123456789',
 };
 const CLIENTS = 200;
 /** Every AWS call of this run, with the function that made it. */

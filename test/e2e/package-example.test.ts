@@ -21,9 +21,9 @@ const tscCli = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 const EXAMPLE_MARKER = '<!-- example: place-order -->';
 
 const secrets = {
-  LAMBDACABLE_JWT_SECRET: 'package-jwt-secret',
-  LAMBDACABLE_STREAMS_SECRET: 'package-streams-secret',
-  LAMBDACABLE_BROADCAST_KEY: 'package-broadcast-key',
+  LAMBDACABLE_JWT_SECRET: 'package-jwt-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_STREAMS_SECRET: 'package-streams-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_BROADCAST_KEY: 'package-broadcast-key-0123456789abcdef0123456789',
 };
 
 let work: string | undefined;

@@ -44,9 +44,9 @@ import {
 import { packageService } from '../helpers/package';
 
 const secrets = {
-  LAMBDACABLE_JWT_SECRET: 'e2e-jwt-secret',
-  LAMBDACABLE_STREAMS_SECRET: 'e2e-streams-secret',
-  LAMBDACABLE_BROADCAST_KEY: 'e2e-broadcast-key',
+  LAMBDACABLE_JWT_SECRET: 'e2e-jwt-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_STREAMS_SECRET: 'e2e-streams-secret-0123456789abcdef0123456789',
+  LAMBDACABLE_BROADCAST_KEY: 'e2e-broadcast-key-0123456789abcdef0123456789',
   LAMBDACABLE_PUBLIC_STREAMS: 'false',
   LAMBDACABLE_ALLOW_ANONYMOUS: 'false',
   // Low enough that the fan-out test's 20 broadcasts trim the history.

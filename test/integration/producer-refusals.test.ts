@@ -47,6 +47,9 @@ import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
 type Env = Awaited<ReturnType<typeof testResources>>;
 
 /** An order whose id makes the SQS body (Avro in base64) over 256 KiB, the item under 400 KB. */
+/** The broadcast key the http-broadcast handler runs with (32 bytes or more, as configFromEnv requires). */
+const BROADCAST_KEY = 'producer-refusals-broadcast-key-0123456789';
+
 const oversize = () => OrderPlaced.of({ orderId: `big-${'x'.repeat(200_000)}`, amount: 1 });
 /** Raw data that is 95 KiB as given and grows over 96 KiB when framed (its quotes escaped). */
 const growingData = 'a"'.repeat((95 * 1024) / 2);
@@ -85,7 +88,7 @@ beforeAll(async () => {
   vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'local');
   vi.stubEnv('LAMBDACABLE_DYNAMODB_ENDPOINT', inject('dynamodbEndpoint'));
   vi.stubEnv('LAMBDACABLE_SQS_ENDPOINT', inject('sqsEndpoint'));
-  vi.stubEnv('LAMBDACABLE_BROADCAST_KEY', 'secret');
+  vi.stubEnv('LAMBDACABLE_BROADCAST_KEY', BROADCAST_KEY);
   vi.stubEnv('POWERTOOLS_DEV', 'true');
   vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
   for (const [table, name] of Object.entries(env.tables)) {
@@ -176,7 +179,7 @@ describe('sendAsync and Producer.publish refuse before the write', () => {
 describe('POST /_broadcast (functions/http-broadcast)', () => {
   const request = (body: string): APIGatewayProxyEventV2 =>
     ({
-      headers: { authorization: 'Bearer secret' },
+      headers: { authorization: `Bearer ${BROADCAST_KEY}` },
       body,
       isBase64Encoded: false,
     }) as unknown as APIGatewayProxyEventV2;

@@ -764,13 +764,13 @@ describe('configFromEnv', () => {
       LAMBDACABLE_PING_INTERVAL: '5',
       LAMBDACABLE_PINGER_TICK_MS: '500',
       LAMBDACABLE_PINGER_PARTITION_RATE: '50.5',
-      LAMBDACABLE_JWT_SECRET: 'j',
-      LAMBDACABLE_JWT_SECRET_PREVIOUS: 'j0',
+      LAMBDACABLE_JWT_SECRET: 'j'.repeat(32),
+      LAMBDACABLE_JWT_SECRET_PREVIOUS: '0'.repeat(32),
       LAMBDACABLE_JWT_MAX_AGE: '3600',
-      LAMBDACABLE_STREAMS_SECRET: 's',
-      LAMBDACABLE_STREAMS_SECRET_PREVIOUS: 's0',
+      LAMBDACABLE_STREAMS_SECRET: 's'.repeat(32),
+      LAMBDACABLE_STREAMS_SECRET_PREVIOUS: '1'.repeat(32),
       LAMBDACABLE_BROADCAST_KEY: '',
-      LAMBDACABLE_BROADCAST_KEY_PREVIOUS: 'b0',
+      LAMBDACABLE_BROADCAST_KEY_PREVIOUS: '2'.repeat(32),
       LAMBDACABLE_PUBLIC_STREAMS: 'true',
       LAMBDACABLE_ALLOW_ANONYMOUS: 'TRUE',
       LAMBDACABLE_WHISPER_ON_SIGNED: '1',
@@ -793,11 +793,11 @@ describe('configFromEnv', () => {
       pingerPartitionRate: 50.5,
       jwtClockSkew: 30,
       jwtMaxAge: 3600,
-      jwtSecret: 'j',
-      jwtPreviousSecret: 'j0',
-      streamsSecret: 's',
-      streamsPreviousSecret: 's0',
-      broadcastPreviousKey: 'b0',
+      jwtSecret: 'j'.repeat(32),
+      jwtPreviousSecret: '0'.repeat(32),
+      streamsSecret: 's'.repeat(32),
+      streamsPreviousSecret: '1'.repeat(32),
+      broadcastPreviousKey: '2'.repeat(32),
       publicStreams: true,
       allowAnonymous: true,
       whisperOnSigned: true,
@@ -844,5 +844,27 @@ describe('configFromEnv', () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).variable).toBe(variable);
     expect((error as Error).message).toContain(value);
+  });
+
+  it.each([
+    ['LAMBDACABLE_JWT_SECRET', '31-bytes-is-one-byte-too-short!'],
+    ['LAMBDACABLE_JWT_SECRET_PREVIOUS', 'short-key'],
+    ['LAMBDACABLE_STREAMS_SECRET', 'x'.repeat(31)],
+    ['LAMBDACABLE_STREAMS_SECRET_PREVIOUS', 'short-key'],
+    ['LAMBDACABLE_BROADCAST_KEY', 'short-key'],
+    ['LAMBDACABLE_BROADCAST_KEY_PREVIOUS', 'short-key'],
+  ])('refuses %s under 32 bytes, naming it and its size but never its value', (variable, value) => {
+    let error: unknown;
+    try {
+      configFromEnv({ [variable]: value });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).variable).toBe(variable);
+    expect((error as Error).message).toContain(`${variable} is ${value.length} bytes`);
+    expect((error as Error).message).not.toContain(value);
+    // 32 bytes is enough.
+    expect(() => configFromEnv({ [variable]: 'k'.repeat(32) })).not.toThrow();
   });
 });
