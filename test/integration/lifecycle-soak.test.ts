@@ -31,7 +31,8 @@ describe('item lifecycle soak', () => {
     const env = await testResources('lifecycle', [
       { name: 'work', topics: ['jobs'], visibilityTimeout: 30, maxReceiveCount: 3 },
     ]);
-    const clock = new FakeClock();
+    // A quarter second past a whole second: a TTL computed as ms / 1000 would be fractional.
+    const clock = new FakeClock(Date.UTC(2100, 0, 1) + 250);
     const queue = env.queues.work!;
     const producer = new OutboxProducer({
       client: env.dynamodb,
@@ -114,6 +115,28 @@ describe('item lifecycle soak', () => {
       }
       return out;
     };
+    /** Every `expiresAt` written, as DynamoDB stores it, by table. */
+    const ttlValues = async (): Promise<string[]> => {
+      const out: string[] = [];
+      for (const [name, table] of Object.entries(env.tables) as [TableName, string][]) {
+        let start: Record<string, never> | undefined;
+        do {
+          const page = await env.dynamodb.send(
+            new ScanCommand({
+              TableName: table,
+              ProjectionExpression: 'expiresAt',
+              ConsistentRead: true,
+              ...(start ? { ExclusiveStartKey: start } : {}),
+            }),
+          );
+          for (const item of page.Items ?? []) {
+            if (item.expiresAt?.N !== undefined) out.push(`${name}: ${item.expiresAt.N}`);
+          }
+          start = page.LastEvaluatedKey as typeof start;
+        } while (start);
+      }
+      return out;
+    };
     const total = (counts: Record<TableName, number>) =>
       Object.values(counts).reduce((a, b) => a + b, 0);
 
@@ -125,6 +148,10 @@ describe('item lifecycle soak', () => {
     expect(now.outbox).toBe(small);
     expect(now.history).toBe(2 * small);
     expect(now.sessions).toBe(small);
+    // TTL attributes are whole epoch seconds, as DynamoDB TTL expects.
+    const ttls = await ttlValues();
+    expect(ttls.length).toBeGreaterThanOrEqual(5 * small);
+    expect(ttls.filter((v) => !/: \d+$/.test(v))).toEqual([]);
     const afterSmall = await left(clock.now() + 31 * DAY * 1000);
 
     const large = 60;

@@ -32,6 +32,7 @@ import { type AwsResourceError, ConfigError } from '../../../kernel/errors.js';
 import { awsCall } from '../call.js';
 import { DynamoHistoryReader, isExpired, metaKey } from './history.js';
 import { DynamoSessionCache } from './sessions.js';
+import { ttlSeconds } from './ttl.js';
 
 /** Options of {@link DynamoBroker}. */
 export interface DynamoBrokerOptions {
@@ -198,9 +199,8 @@ export class DynamoBroker extends SessionKeeping implements Broker {
 
   /** The `expiresAt` (seconds) of a meta item appended to at `now`. */
   private metaExpiresAt(now: number): number {
-    return Math.ceil(
-      streamMetaExpiry(now, this.config, this.options.streamMetaTtl ?? DEFAULT_STREAM_META_TTL) /
-        1000,
+    return ttlSeconds(
+      streamMetaExpiry(now, this.config, this.options.streamMetaTtl ?? DEFAULT_STREAM_META_TTL),
     );
   }
 
@@ -312,7 +312,7 @@ export class DynamoBroker extends SessionKeeping implements Broker {
 
   /** A message item: `ts` in ms, `expiresAt` in seconds (DynamoDB TTL). */
   private messageItem(msg: StreamMessage, offset: number, now: number) {
-    const expiresAt = (now + this.config.historyTtl * 1000) / 1000;
+    const expiresAt = ttlSeconds(now + this.config.historyTtl * 1000);
     return marshall({ pk: msg.stream, sk: offset, data: msg.data, ts: now, expiresAt });
   }
 

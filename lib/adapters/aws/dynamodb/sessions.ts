@@ -21,6 +21,7 @@ import {
 } from '../../../broker/types.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
 import { awsCall } from '../call.js';
+import { ttlSeconds } from './ttl.js';
 
 /** The most a writer that lost a race waits before it reads again, per attempt (ms). */
 const SESSION_RETRY_JITTER_MS = 5;
@@ -109,7 +110,7 @@ export class DynamoSessionCache implements SessionCache {
   }
 
   async finishSession(sid: string): Promise<void> {
-    const expiresAt = (this.clock.now() + this.config.sessionsTtl * 1000) / 1000;
+    const expiresAt = ttlSeconds(this.clock.now() + this.config.sessionsTtl * 1000);
     try {
       await awsCall('UpdateItem', this.table, [sid], () =>
         this.client.send(
@@ -131,7 +132,7 @@ export class DynamoSessionCache implements SessionCache {
 
   /** A session item with a new version token, alive for the session TTL from now. */
   private item(sid: string, data: Uint8Array) {
-    const expiresAt = activeSessionExpiry(this.clock.now(), this.config) / 1000;
+    const expiresAt = ttlSeconds(activeSessionExpiry(this.clock.now(), this.config));
     const item: SessionItem = { pk: sid, data, expiresAt, version: randomUUID() };
     return marshall(item);
   }
