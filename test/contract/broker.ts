@@ -112,6 +112,27 @@ export function brokerContract(name: string, factory: BrokerFactory): void {
         await expect(send('d', 'not-a-number')).rejects.toThrow(/decimal string/);
       });
 
+      it('keeps source positions of 40 digits (stream sequence numbers can be longer than a DynamoDB number)', async () => {
+        const s = streamName('long-source');
+        const first = `1${'0'.repeat(39)}`;
+        const second = `1${'0'.repeat(38)}1`;
+        const older = `9${'9'.repeat(38)}`;
+        const send = (data: string, sourceOffset: string) =>
+          broker.handleBroadcast({ stream: s, data, meta: { sourceOffset } });
+        await send('a', first);
+        await send('b', second);
+        await send('b', second); // a redelivery of the last
+        await send('a', first); // older than the last and retained: a duplicate
+        await send('x', older); // older, never appended: appended at the end
+        await send('x', older);
+        expect(broadcaster.messages.map((m) => [m.data, m.offset])).toEqual([
+          ['a', 1],
+          ['b', 2],
+          ['b', 2],
+          ['x', 3],
+        ]);
+      });
+
       it('gives every stream its own sequence', async () => {
         const s1 = streamName('one');
         const s2 = streamName('two');

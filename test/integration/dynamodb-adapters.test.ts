@@ -1,3 +1,4 @@
+import { PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { describe, expect, it } from 'vitest';
 import {
   DynamoAckStore,
@@ -189,5 +190,68 @@ describe('DynamoBroker across instances', () => {
     expect(delivered.slice(0, 20).map((d) => d.offset)).toEqual(
       Array.from({ length: 20 }, (_, i) => i + 1),
     );
+  });
+
+  it('recognises a source position an older release stored as a number', async () => {
+    const res = await resources();
+    const { dynamodb } = localClients();
+    const delivered: { offset?: number; data: string }[] = [];
+    const broker = new DynamoBroker({
+      client: dynamodb,
+      historyTable: res.tables.history,
+      sessionsTable: res.tables.sessions,
+      broadcaster: {
+        broadcast: async (m: { offset?: number; data: string }) => {
+          delivered.push({ offset: m.offset, data: m.data });
+        },
+        broadcastCommand: async () => {},
+        subscribe: async () => {},
+        unsubscribe: async () => {},
+      },
+    });
+    const stream = `numeric-source-${Date.now()}`;
+    const expiresAt = { N: String(Math.floor(Date.now() / 1000) + 3600) };
+    // What the previous release wrote: two messages, their sources and the meta as numbers.
+    for (const [sk, source] of [
+      [1, '100'],
+      [2, '200'],
+    ] as const) {
+      await dynamodb.send(
+        new PutItemCommand({
+          TableName: res.tables.history,
+          Item: {
+            pk: { S: stream },
+            sk: { N: String(sk) },
+            data: { S: `"m${sk}"` },
+            ts: { N: String(Date.now()) },
+            expiresAt,
+            source: { N: source },
+          },
+        }),
+      );
+    }
+    await dynamodb.send(
+      new PutItemCommand({
+        TableName: res.tables.history,
+        Item: {
+          pk: { S: stream },
+          sk: { N: '0' },
+          lastOffset: { N: '2' },
+          epoch: { S: 'old-epoch' },
+          lastAt: { N: String(Date.now()) },
+          expiresAt,
+          source: { N: '200' },
+        },
+      }),
+    );
+    const append = (data: string, sourceOffset: string) =>
+      broker.handleBroadcast({ stream, data, meta: { sourceOffset } });
+    await append('"m2"', '200'); // the last: broadcast again with its offset
+    await append('"m1"', '100'); // older and retained: a duplicate
+    await append('"m3"', '300'); // new
+    expect(delivered.map((d) => [d.data, d.offset])).toEqual([
+      ['"m2"', 2],
+      ['"m3"', 3],
+    ]);
   });
 });

@@ -231,7 +231,7 @@ export class DynamoBroker extends SessionKeeping implements Broker {
       const item = expired ? undefined : current.Item;
       const last = Number(item?.lastOffset?.N ?? '0');
       const epoch = item?.epoch?.S ?? newEpoch();
-      const stored = item?.source?.N;
+      const stored = sourceOf(item);
       const redelivery = redeliveryOf(source, stored);
       if (redelivery === 'last') {
         const meta = { ...msg.meta, redelivered: true };
@@ -269,16 +269,16 @@ export class DynamoBroker extends SessionKeeping implements Broker {
                         ...(item || expired ? { ':nowSeconds': now / 1000 } : {}),
                         ...(item ? { ':last': last } : {}),
                       }),
-                      // The stream's source position only moves forward. Raw: a stream
-                      // sequence number is past 2^53, and marshall would make it a string.
-                      ':source': { N: redelivery === 'older' ? stored! : source },
+                      // The stream's source position only moves forward. A string: a stream
+                      // sequence number can be longer than a DynamoDB number's 38 digits.
+                      ':source': { S: redelivery === 'older' ? stored! : source },
                     },
                   },
                 },
                 {
                   Put: {
                     TableName: table,
-                    Item: { ...this.messageItem(msg, offset, now), source: { N: source } },
+                    Item: { ...this.messageItem(msg, offset, now), source: { S: source } },
                   },
                 },
               ],
@@ -295,7 +295,7 @@ export class DynamoBroker extends SessionKeeping implements Broker {
       this.remember(msg.stream, {
         ...metaKey(msg.stream),
         ...marshall({ lastOffset: offset, epoch, expiresAt: this.metaExpiresAt(now) }),
-        source: { N: redelivery === 'older' ? stored! : source },
+        source: { S: redelivery === 'older' ? stored! : source },
       });
       await this.appended(msg, offset, epoch);
       return;
@@ -349,4 +349,12 @@ export class DynamoBroker extends SessionKeeping implements Broker {
 
 function isConditionFailure(error: unknown): boolean {
   return (error as AwsResourceError).cause instanceof ConditionalCheckFailedException;
+}
+
+/**
+ * The source position an item holds: a string since it may be longer than 38 digits; an
+ * item an older release wrote holds it as a number.
+ */
+function sourceOf(item: Record<string, AttributeValue> | undefined): string | undefined {
+  return item?.source?.S ?? item?.source?.N;
 }

@@ -153,12 +153,17 @@ export class DynamoHistoryReader implements HistoryReader {
   /** Whether one of the stream's retained messages was appended from `source`. @internal for DynamoBroker */
   async hasSource(stream: string, source: string, last: number): Promise<boolean> {
     const table = this.table;
+    const fitsNumber = source.replace(/^0+/, '').length <= 38;
     const out = await awsCall('Query', table, [stream], () =>
       this.client.send(
         new QueryCommand({
           TableName: table,
           KeyConditionExpression: 'pk = :s AND sk BETWEEN :from AND :to',
-          FilterExpression: '#source = :source',
+          // A string; a message an older release wrote holds it as a number (at most 38
+          // digits, so only a source that short can match one).
+          FilterExpression: fitsNumber
+            ? '#source = :source OR #source = :sourceN'
+            : '#source = :source',
           ExpressionAttributeNames: { '#source': 'source' },
           ExpressionAttributeValues: {
             ...marshall({
@@ -166,8 +171,8 @@ export class DynamoHistoryReader implements HistoryReader {
               ':from': Math.max(1, last - this.config.historyLimit + 1),
               ':to': last,
             }),
-            // Raw: a stream sequence number is past 2^53.
-            ':source': { N: source },
+            ':source': { S: source },
+            ...(fitsNumber ? { ':sourceN': { N: source } } : {}),
           },
           ConsistentRead: true,
         }),
