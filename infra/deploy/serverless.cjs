@@ -12,6 +12,8 @@ module.exports = async ({ resolveVariable }) => {
   const alarms = await resolveVariable('self:custom.alarms');
   const cfn = tsxRequire('./cloudformation.ts', __filename);
   const { monitoringSettings } = tsxRequire('./monitoring.ts', __filename);
+  const throttles = await resolveVariable('self:custom.throttling');
+  const { stageExtensions, throttleSettings } = tsxRequire('./throttling.ts', __filename);
   const environment = { ...localOverrides(cfn.functionEnvironment(prefix)), ...settings };
   // Source maps are shipped only when asked for (LAMBDACABLE_SOURCEMAPS=true, as the
   // esbuild section reads it), and only then are they worth Node's slower stack traces.
@@ -23,12 +25,16 @@ module.exports = async ({ resolveVariable }) => {
   }
   return {
     prefix,
-    resources: cfn.cloudFormation({
-      prefix,
-      stage,
-      functionName: (key) => `${prefix}-${key}`,
-      monitoring: monitoringSettings(alarms),
-    }),
+    resources: {
+      ...cfn.cloudFormation({
+        prefix,
+        stage,
+        functionName: (key) => `${prefix}-${key}`,
+        monitoring: monitoringSettings(alarms),
+      }),
+      // Stage throttling of $connect, $default and POST /_broadcast (infra/deploy/throttling.ts).
+      extensions: stageExtensions(throttleSettings(throttles)),
+    },
     environment,
     // The functions of the consumer groups (infra/deploy/consumers.ts), merged into
     // serverless.yml's `functions`.

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerGroups, tableName, tables } from '../../infra/deploy/definitions';
 import { type ArtifactSize, artifactSizes, BUNDLE_BUDGET_BYTES } from '../../infra/deploy/package';
+import { DEFAULT_THROTTLES, throttleSettings } from '../../infra/deploy/throttling';
 import { type PackagedService, packageService } from '../helpers/package';
 
 // biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is untyped JSON.
@@ -204,6 +205,30 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     }
   });
 
+  it('throttles $connect, $default and POST /_broadcast at their stages, by default', () => {
+    expect(resources.WebsocketsDeploymentStage!.Properties.RouteSettings).toEqual({
+      $connect: {
+        ThrottlingRateLimit: DEFAULT_THROTTLES.connect.rate,
+        ThrottlingBurstLimit: DEFAULT_THROTTLES.connect.burst,
+      },
+      $default: {
+        ThrottlingRateLimit: DEFAULT_THROTTLES.frames.rate,
+        ThrottlingBurstLimit: DEFAULT_THROTTLES.frames.burst,
+      },
+    });
+    // The HTTP API's one route is POST /_broadcast.
+    expect(
+      ofType('AWS::ApiGatewayV2::Route')
+        .map(([, r]) => r.Properties.RouteKey)
+        .filter((k: string) => !k.startsWith('$')),
+    ).toEqual(['POST /_broadcast']);
+    expect(resources.HttpApiStage!.Properties.DefaultRouteSettings).toEqual({
+      DetailedMetricsEnabled: false,
+      ThrottlingRateLimit: DEFAULT_THROTTLES.broadcast.rate,
+      ThrottlingBurstLimit: DEFAULT_THROTTLES.broadcast.burst,
+    });
+  });
+
   it("grants ManageConnections on its own stage's connections only", () => {
     const grants = Object.values(resources)
       .filter((r) => r.Type === 'AWS::IAM::Role')
@@ -311,4 +336,34 @@ describe('a consumer group of your own, declared in infra/deploy/consumers.ts (t
     // The broadcast consumer keeps no ack state: no grant on the acks table.
     expect(JSON.stringify(statements('BroadcastRole'))).not.toContain('AcksTable');
   });
+});
+
+describe('stage throttling settings (infra/deploy/throttling.ts)', () => {
+  it('reads each limit from its variable and refuses one that is not a positive integer', () => {
+    expect(
+      throttleSettings({ LAMBDACABLE_CONNECT_RATE_LIMIT: '50', LAMBDACABLE_FRAME_BURST_LIMIT: '' }),
+    ).toEqual({
+      ...DEFAULT_THROTTLES,
+      connect: { rate: 50, burst: DEFAULT_THROTTLES.connect.burst },
+    });
+    expect(() => throttleSettings({ LAMBDACABLE_BROADCAST_BURST_LIMIT: '1.5' })).toThrow(
+      'LAMBDACABLE_BROADCAST_BURST_LIMIT: "1.5" is not a positive integer',
+    );
+  });
+
+  it('packages the limits it is given', async () => {
+    const packaged = await packageService('ci', {
+      LAMBDACABLE_CONNECT_RATE_LIMIT: '20',
+      LAMBDACABLE_BROADCAST_BURST_LIMIT: '7',
+    });
+    try {
+      const r = packaged.template.Resources;
+      expect(
+        r.WebsocketsDeploymentStage!.Properties.RouteSettings.$connect.ThrottlingRateLimit,
+      ).toBe(20);
+      expect(r.HttpApiStage!.Properties.DefaultRouteSettings.ThrottlingBurstLimit).toBe(7);
+    } finally {
+      await packaged.remove();
+    }
+  }, 240_000);
 });
