@@ -15,6 +15,7 @@ export type StreamRefusalReason =
   | 'not_json'
   | 'not_object'
   | 'unknown_channel'
+  | 'unknown_keys'
   | 'signature'
   | 'public_disabled'
   | 'no_stream'
@@ -74,6 +75,18 @@ export function streamOf(identifier: string, config: StreamsConfig): StreamResol
       `unknown channel: ${String(params.channel)}, expected ${PUBSUB_CHANNEL}`,
     );
   }
+  // Any other key would make another identifier for the same stream: a second, paid copy of
+  // every broadcast on one connection.
+  const unknown = Object.keys(params).filter((k) => !PUBSUB_KEYS.has(k));
+  if (unknown.length > 0) {
+    return refuse(
+      'unknown_keys',
+      `identifier has keys other than channel, stream_name and signed_stream_name: ${unknown
+        .slice(0, 3)
+        .map((k) => JSON.stringify(k.slice(0, 40)))
+        .join(', ')}${unknown.length > 3 ? ', …' : ''}`,
+    );
+  }
   if (typeof params.signed_stream_name === 'string') {
     const stream = verifySignedStreamName(params.signed_stream_name, [
       config.streamsSecret,
@@ -88,6 +101,9 @@ export function streamOf(identifier: string, config: StreamsConfig): StreamResol
   }
   return refuse('no_stream', 'identifier names no stream_name or signed_stream_name');
 }
+
+/** The keys a `$pubsub` identifier may have (AnyCable's clients send these only). */
+const PUBSUB_KEYS = new Set(['channel', 'stream_name', 'signed_stream_name']);
 
 function refuse(
   reason: StreamRefusalReason,

@@ -219,6 +219,17 @@ const frameRows: FrameRow[] = [
   },
   { name: 'a garbage signed stream: reject_subscription', run: rejected(signedId('garbage')) },
   {
+    // A second identifier for a stream already subscribed would be a second, paid copy.
+    name: 'a $pubsub identifier padded with another key: reject_subscription',
+    run: rejected(
+      JSON.stringify({
+        channel: '$pubsub',
+        signed_stream_name: signStreamName('chat/1', env.LAMBDACABLE_STREAMS_SECRET),
+        pad: 1,
+      }),
+    ),
+  },
+  {
     name: `a public stream name over ${MAX_STREAM_BYTES} bytes: reject_subscription`,
     run: rejected(pubsub(longStream)),
   },

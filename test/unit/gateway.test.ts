@@ -612,6 +612,21 @@ describe('Gateway: whispers', () => {
   });
 });
 
+describe('Gateway: an identifier padded with other keys', () => {
+  it('is refused, so a connection cannot hold a second paid copy of a stream', async () => {
+    const t = setup({ publicStreams: true });
+    await t.open('c1');
+    const signed = signStreamName('room', STREAMS_SECRET);
+    const plain = JSON.stringify({ channel: '$pubsub', signed_stream_name: signed });
+    const padded = JSON.stringify({ channel: '$pubsub', signed_stream_name: signed, x: 1 });
+    await t.subscribe('c1', plain);
+    await t.send('c1', { command: 'subscribe', identifier: padded });
+    expect(t.frames('c1').at(-1)).toEqual({ type: 'reject_subscription', identifier: padded });
+    await t.broker.handleBroadcast({ stream: 'room', data: '"once"' });
+    expect(t.messagesOf('c1')).toEqual(['once']);
+  });
+});
+
 describe('Gateway: whispers reach only subscriptions that allow them', () => {
   it("does not deliver a plain-name subscriber's whisper to a signed subscription of the stream", async () => {
     const t = setup({ publicStreams: true, whisperOnSigned: false });

@@ -73,6 +73,11 @@ describe('resolveStream', () => {
       /^unknown channel: ChatChannel, expected \$pubsub$/,
     ],
     [
+      'unknown_keys',
+      JSON.stringify({ channel: '$pubsub', stream_name: 'chat', x: 1 }),
+      /^identifier has keys other than channel, stream_name and signed_stream_name: "x"$/,
+    ],
+    [
       'signature',
       JSON.stringify({ channel: '$pubsub', signed_stream_name: signStreamName('x', 'forged') }),
       /^signed stream name does not verify$/,
