@@ -7,6 +7,7 @@ import { type IdentityConfig, identify } from './identity.js';
 import { readPingInterval } from './ping-interval.js';
 import { EXT_PROTOCOL, negotiateProtocol } from './protocol.js';
 import type { ConnectionSessions, SessionSubscription } from './session.js';
+import { resolveStream, type StreamsConfig } from './streams.js';
 
 /** The `$connect` request. */
 export interface ConnectRequest {
@@ -31,7 +32,8 @@ export interface ConnectResult {
 export interface ConnectDeps {
   readonly store: ConnectionStore;
   readonly sessions: ConnectionSessions;
-  readonly config: IdentityConfig;
+  /** Identification, and the streams settings a restored subscription is authorized again by. */
+  readonly config: IdentityConfig & StreamsConfig;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly newSid: () => string;
@@ -126,8 +128,9 @@ function restorableSid(
 
 /**
  * Restores the subscriptions of the session `previous` (the `sid` the client sent) on
- * `connection`, when that session is of the same identity and the extended protocol:
- * the restored subscriptions, or `undefined` when there is nothing to restore.
+ * `connection`, when that session is of the same identity and the extended protocol, each
+ * authorized again under the current settings (signature, public streams, identifier
+ * rules): the restored subscriptions, or `undefined` when there is nothing to restore.
  */
 async function restore(
   deps: ConnectDeps,
@@ -143,7 +146,28 @@ async function restore(
     });
     return undefined;
   }
-  const restored = [...old.subscriptions];
+  // Each subscription is authorized again, as a new subscribe would be: a secret rotated
+  // out, public streams turned off or an identifier no longer accepted ends it here.
+  const restored: SessionSubscription[] = [];
+  let refused = 0;
+  for (const s of old.subscriptions) {
+    const resolved = resolveStream(s.identifier, deps.config);
+    if (resolved.ok) {
+      restored.push({
+        identifier: s.identifier,
+        stream: resolved.stream,
+        whisper: resolved.whisper,
+      });
+    } else {
+      refused++;
+    }
+  }
+  if (refused > 0) {
+    deps.logger.info('session restored without subscriptions it no longer authorizes', {
+      connectionId,
+      refused,
+    });
+  }
   await Promise.all(
     restored.map((s) =>
       deps.store.addSubscription({ connectionId, ...s, ...(endpoint ? { endpoint } : {}) }),

@@ -80,6 +80,7 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
       .map((f) => f.message);
   return {
     clock,
+    config,
     store,
     api,
     logger,
@@ -550,6 +551,36 @@ describe('Gateway: session restore', () => {
       restored: true,
       restored_ids: [pubsub('a'), signedId('b')],
     });
+  });
+
+  it('authorizes restored subscriptions again: a rotated-out streams secret or public streams turned off end them', async () => {
+    const t = setup({ publicStreams: true });
+    await t.open('old');
+    await t.subscribe('old', pubsub('a'));
+    await t.subscribe('old', signedId('b'));
+    await t.subscribe('old', signedId('c'));
+    await t.gateway.disconnect('old');
+    // A redeploy between the two connections: public streams off, the streams secret rotated
+    // with the old one kept as previous (b and c still verify).
+    const settings = t.config as { publicStreams: boolean; streamsSecret?: string };
+    settings.publicStreams = false;
+    Object.assign(t.config, { streamsSecret: 'rotated-0123456789abcdef0123456789' });
+    Object.assign(t.config, { streamsPreviousSecret: STREAMS_SECRET });
+    await t.open('new', { query: { sid: 'sid-1' } });
+    expect(t.frames('new')[0]).toMatchObject({
+      restored: true,
+      restored_ids: [signedId('b'), signedId('c')],
+    });
+    // Then the previous secret is dropped: signed names of the old secret end too.
+    await t.gateway.disconnect('new');
+    Object.assign(t.config, { streamsPreviousSecret: undefined });
+    await t.open('newer', { query: { sid: 'sid-2' } });
+    expect(t.frames('newer')).toEqual([
+      { type: 'welcome', sid: 'sid-3', restored: true, restored_ids: [] },
+    ]);
+    await t.publish('a', 'plain');
+    await t.publish('b', 'signed');
+    expect(t.messagesOf('newer')).toEqual([]);
   });
 
   it('starts a fresh session for an empty, unknown or expired sid, or another identity', async () => {
