@@ -28,6 +28,11 @@ export const MAX_BROADCAST_DATA_BYTES = 96 * 1024;
 /** Largest `POST /_broadcast` body. */
 export const MAX_BROADCAST_BODY_BYTES = 256 * 1024;
 /**
+ * Most items (broadcasts and remote commands) in one `POST /_broadcast`: each is an outbox
+ * write and a relayed message; a caller with more sends more requests.
+ */
+export const MAX_BROADCAST_ITEMS = 100;
+/**
  * Largest SQS message body the relay sends (SQS FIFO's 256 KiB). Every producer checks an
  * event's body as the relay would encode it ({@link MAX_ENVELOPE_OFFSET}), before commit.
  */

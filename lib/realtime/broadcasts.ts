@@ -5,6 +5,7 @@ import {
   checkKeyBytes,
   MAX_BROADCAST_BODY_BYTES,
   MAX_BROADCAST_DATA_BYTES,
+  MAX_BROADCAST_ITEMS,
   MAX_STREAM_BYTES,
   utf8Bytes,
 } from '../kernel/limits.js';
@@ -154,6 +155,11 @@ export function parseBroadcastRequest(body: string | undefined | null): Broadcas
   }
   const items = Array.isArray(parsed) ? parsed : [parsed];
   if (items.length === 0) throw new MessageFormatError('empty array: nothing to broadcast');
+  if (items.length > MAX_BROADCAST_ITEMS) {
+    throw new MessageFormatError(
+      `${items.length} items, the limit is ${MAX_BROADCAST_ITEMS} per request: send the rest in more requests`,
+    );
+  }
   return items.map((item, index): BroadcastRequestItem => {
     const at = Array.isArray(parsed) ? ` at index ${index}` : '';
     if (typeof item !== 'object' || item === null) {

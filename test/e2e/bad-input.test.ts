@@ -5,6 +5,7 @@ import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/lo
 import {
   MAX_BROADCAST_BODY_BYTES,
   MAX_BROADCAST_DATA_BYTES,
+  MAX_BROADCAST_ITEMS,
   MAX_STREAM_BYTES,
   signStreamName,
 } from '../../lib/core';
@@ -414,6 +415,15 @@ const httpRows: HttpRow[] = [
     body: () => '[]',
     status: 422,
     response: 'empty array: nothing to broadcast',
+  },
+  {
+    name: `more than ${MAX_BROADCAST_ITEMS} items`,
+    body: () =>
+      JSON.stringify(
+        Array.from({ length: MAX_BROADCAST_ITEMS + 1 }, (_, i) => ({ stream: `s${i}`, data: '1' })),
+      ),
+    status: 422,
+    response: `${MAX_BROADCAST_ITEMS + 1} items, the limit is ${MAX_BROADCAST_ITEMS} per request: send the rest in more requests`,
   },
   {
     name: 'data that is no string',

@@ -5,6 +5,7 @@ import {
   LimitExceededError,
   MAX_BROADCAST_BODY_BYTES,
   MAX_BROADCAST_DATA_BYTES,
+  MAX_BROADCAST_ITEMS,
   MAX_STREAM_BYTES,
   MessageFormatError,
   parseBroadcastRequest,
@@ -97,6 +98,17 @@ describe('built-in broadcast events', () => {
 });
 
 describe('parseBroadcastRequest limits', () => {
+  it(`takes ${MAX_BROADCAST_ITEMS} items and refuses one more, naming the count and the limit`, () => {
+    const items = (n: number) =>
+      JSON.stringify(Array.from({ length: n }, (_, i) => ({ stream: `s${i}`, data: '1' })));
+    expect(parseBroadcastRequest(items(MAX_BROADCAST_ITEMS))).toHaveLength(MAX_BROADCAST_ITEMS);
+    expect(() => parseBroadcastRequest(items(MAX_BROADCAST_ITEMS + 1))).toThrow(
+      new MessageFormatError(
+        `${MAX_BROADCAST_ITEMS + 1} items, the limit is ${MAX_BROADCAST_ITEMS} per request: send the rest in more requests`,
+      ),
+    );
+  });
+
   it(`refuses a body over ${MAX_BROADCAST_BODY_BYTES} bytes as a payload too large`, () => {
     const body = JSON.stringify({ stream: 'a', data: 'x'.repeat(MAX_BROADCAST_BODY_BYTES) });
     const error = (() => {
