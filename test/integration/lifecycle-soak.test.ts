@@ -1,4 +1,8 @@
-import { ScanCommand } from '@aws-sdk/client-dynamodb';
+import {
+  ScanCommand,
+  type ScanCommandInput,
+  type ScanCommandOutput,
+} from '@aws-sdk/client-dynamodb';
 import { DeleteMessageCommand, type Message as SqsMessage } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
 import type { TableName } from '../../infra/deploy/definitions';
@@ -91,27 +95,42 @@ describe('item lifecycle soak', () => {
       handled = 0;
     };
 
+    /** Every page of a consistent scan of `table` with `input`. */
+    const scan = async (
+      table: string,
+      input: Omit<ScanCommandInput, 'TableName'>,
+      onPage: (page: ScanCommandOutput) => void,
+    ) => {
+      let start: ScanCommandInput['ExclusiveStartKey'];
+      do {
+        const page = await env.dynamodb.send(
+          new ScanCommand({
+            TableName: table,
+            ConsistentRead: true,
+            ...input,
+            ...(start ? { ExclusiveStartKey: start } : {}),
+          }),
+        );
+        onPage(page);
+        start = page.LastEvaluatedKey;
+      } while (start);
+    };
     /** Items per table whose `expiresAt` is missing or after `at` (ms): what TTL keeps. */
     const left = async (at: number): Promise<Record<TableName, number>> => {
       const out = {} as Record<TableName, number>;
       for (const [name, table] of Object.entries(env.tables) as [TableName, string][]) {
-        let count = 0;
-        let start: Record<string, never> | undefined;
-        do {
-          const page = await env.dynamodb.send(
-            new ScanCommand({
-              TableName: table,
-              FilterExpression: 'attribute_not_exists(expiresAt) OR expiresAt > :at',
-              ExpressionAttributeValues: { ':at': { N: String(at / 1000) } },
-              Select: 'COUNT',
-              ConsistentRead: true,
-              ...(start ? { ExclusiveStartKey: start } : {}),
-            }),
-          );
-          count += page.Count ?? 0;
-          start = page.LastEvaluatedKey as typeof start;
-        } while (start);
-        out[name] = count;
+        out[name] = 0;
+        await scan(
+          table,
+          {
+            FilterExpression: 'attribute_not_exists(expiresAt) OR expiresAt > :at',
+            ExpressionAttributeValues: { ':at': { N: String(at / 1000) } },
+            Select: 'COUNT',
+          },
+          (page) => {
+            out[name] += page.Count ?? 0;
+          },
+        );
       }
       return out;
     };
@@ -119,21 +138,11 @@ describe('item lifecycle soak', () => {
     const ttlValues = async (): Promise<string[]> => {
       const out: string[] = [];
       for (const [name, table] of Object.entries(env.tables) as [TableName, string][]) {
-        let start: Record<string, never> | undefined;
-        do {
-          const page = await env.dynamodb.send(
-            new ScanCommand({
-              TableName: table,
-              ProjectionExpression: 'expiresAt',
-              ConsistentRead: true,
-              ...(start ? { ExclusiveStartKey: start } : {}),
-            }),
-          );
+        await scan(table, { ProjectionExpression: 'expiresAt' }, (page) => {
           for (const item of page.Items ?? []) {
             if (item.expiresAt?.N !== undefined) out.push(`${name}: ${item.expiresAt.N}`);
           }
-          start = page.LastEvaluatedKey as typeof start;
-        } while (start);
+        });
       }
       return out;
     };

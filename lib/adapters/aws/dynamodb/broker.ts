@@ -158,41 +158,38 @@ export class DynamoBroker extends SessionKeeping implements Broker {
       ':nowSeconds': now / 1000,
       ':expires': this.metaExpiresAt(now),
     };
+    // A live meta item counts on; one past its TTL (not deleted yet) is replaced: new epoch.
+    const attempts = [
+      {
+        UpdateExpression:
+          'SET lastOffset = if_not_exists(lastOffset, :zero) + :one, epoch = if_not_exists(epoch, :epoch), lastAt = :now, expiresAt = :expires',
+        ConditionExpression: 'attribute_not_exists(expiresAt) OR expiresAt > :nowSeconds',
+        ExpressionAttributeValues: marshall({ ...values, ':zero': 0 }),
+      },
+      {
+        UpdateExpression:
+          'SET lastOffset = :one, epoch = :epoch, lastAt = :now, expiresAt = :expires REMOVE #source',
+        ConditionExpression: 'expiresAt <= :nowSeconds',
+        ExpressionAttributeNames: { '#source': 'source' },
+        ExpressionAttributeValues: marshall(values),
+      },
+    ];
     for (let attempt = 1; ; attempt++) {
-      try {
-        return await awsCall('UpdateItem', table, [stream], () =>
-          this.client.send(
-            new UpdateItemCommand({
-              TableName: table,
-              Key: metaKey(stream),
-              UpdateExpression:
-                'SET lastOffset = if_not_exists(lastOffset, :zero) + :one, epoch = if_not_exists(epoch, :epoch), lastAt = :now, expiresAt = :expires',
-              ConditionExpression: 'attribute_not_exists(expiresAt) OR expiresAt > :nowSeconds',
-              ExpressionAttributeValues: marshall({ ...values, ':zero': 0 }),
-              ReturnValues: 'ALL_NEW',
-            }),
-          ),
-        );
-      } catch (error) {
-        if (!isConditionFailure(error) || attempt >= APPEND_ATTEMPTS) throw error;
-      }
-      try {
-        return await awsCall('UpdateItem', table, [stream], () =>
-          this.client.send(
-            new UpdateItemCommand({
-              TableName: table,
-              Key: metaKey(stream),
-              UpdateExpression:
-                'SET lastOffset = :one, epoch = :epoch, lastAt = :now, expiresAt = :expires REMOVE #source',
-              ConditionExpression: 'expiresAt <= :nowSeconds',
-              ExpressionAttributeNames: { '#source': 'source' },
-              ExpressionAttributeValues: marshall(values),
-              ReturnValues: 'ALL_NEW',
-            }),
-          ),
-        );
-      } catch (error) {
-        if (!isConditionFailure(error) || attempt >= APPEND_ATTEMPTS) throw error;
+      for (const update of attempts) {
+        try {
+          return await awsCall('UpdateItem', table, [stream], () =>
+            this.client.send(
+              new UpdateItemCommand({
+                TableName: table,
+                Key: metaKey(stream),
+                ReturnValues: 'ALL_NEW',
+                ...update,
+              }),
+            ),
+          );
+        } catch (error) {
+          if (!isConditionFailure(error) || attempt >= APPEND_ATTEMPTS) throw error;
+        }
       }
     }
   }
