@@ -36,7 +36,7 @@ function inMemory() {
       api,
       sessions,
       clock,
-      config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true },
+      config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true, publicStreamPrefix: '' },
     },
     (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
   );

@@ -30,6 +30,7 @@ import {
   DynamoBroker,
   DynamoConnectionStore,
   DynamoPingerLayoutStore,
+  DynamoRevocationStore,
   DynamoSchemaRegistry,
   DynamoSessionCache,
   LambdaPingerInvoker,
@@ -83,6 +84,7 @@ interface WebSocketAdapters {
   readonly store: DynamoConnectionStore;
   readonly api: ApiGatewayConnectionApi;
   readonly sessions: DynamoSessionCache;
+  readonly revocations: DynamoRevocationStore;
 }
 
 /**
@@ -199,6 +201,11 @@ function adapters(): WebSocketAdapters {
           ),
       }),
       sessions: new DynamoSessionCache({
+        client: dynamodb,
+        tableName: tables.sessions,
+        config: config.broker,
+      }),
+      revocations: new DynamoRevocationStore({
         client: dynamodb,
         tableName: tables.sessions,
         config: config.broker,

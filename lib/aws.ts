@@ -48,6 +48,10 @@ export {
   type StreamFailureRecord,
   streamFailureRecord,
 } from './adapters/aws/dynamodb/relay-failure.js';
+export {
+  DynamoRevocationStore,
+  type DynamoRevocationStoreOptions,
+} from './adapters/aws/dynamodb/revocations.js';
 export { DynamoSchemaRegistry } from './adapters/aws/dynamodb/schema-registry.js';
 export {
   DynamoSessionCache,

@@ -138,6 +138,7 @@ export type {
   SliceRead,
   SubscriberSlice,
   Subscription,
+  SubscriptionAdd,
 } from './realtime/connections.js';
 export {
   type ComposeDeliveryOptions,
@@ -195,6 +196,13 @@ export {
   PLAIN_PROTOCOL,
   PUBSUB_CHANNEL,
 } from './realtime/protocol.js';
+export {
+  MemoryRevocationStore,
+  type RevocationStore,
+  type RevocationTarget,
+  type RevocationTimes,
+  revocationKey,
+} from './realtime/revocations.js';
 export {
   type ConnectTokenClaims,
   createConnectToken,

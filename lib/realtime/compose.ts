@@ -44,11 +44,12 @@ export function composeRealtime<B extends Broker>(
   broker: (broadcaster: Broadcaster, sessions: SessionCache) => B,
 ): Realtime<B> {
   const { store, api, sessions, config, logger, clock, concurrency, goneGraceMs } = options;
-  const { fanout, broker: built } = composeDelivery(options, broker);
+  const { fanout, broker: built, revocations } = composeDelivery(options, broker);
   const history = options.history ?? built;
   const gateway = new Gateway({
     store,
     sessions,
+    revocations,
     history,
     fanout,
     api,
@@ -70,5 +71,5 @@ export function composeRealtime<B extends Broker>(
       sessions,
       history,
     });
-  return { fanout, broker: built, gateway, pinger };
+  return { fanout, broker: built, revocations, gateway, pinger };
 }

@@ -86,6 +86,19 @@ export interface GatewayConfig {
    */
   readonly publicStreams: boolean;
   /**
+   * The names public (unsigned) streams may have (`LAMBDACABLE_PUBLIC_STREAM_PREFIX`): only a
+   * `stream_name` starting with it is accepted, so a stream meant to be signed-only can never
+   * be read by its plain name. Set to the empty string: any name (AnyCable's behaviour).
+   * @default 'public:'
+   */
+  readonly publicStreamPrefix: string;
+  /**
+   * The most subscriptions one connection may hold (`LAMBDACABLE_MAX_SUBSCRIPTIONS`); one
+   * more is refused with `reject_subscription`.
+   * @default 128
+   */
+  readonly maxSubscriptions: number;
+  /**
    * Whether a client without a token is accepted, with an empty identity (`LAMBDACABLE_ALLOW_ANONYMOUS`).
    * @default false
    */
@@ -169,6 +182,12 @@ export const BROKER_ADAPTERS = ['dynamodb', 'legacy'] as const;
 /** A broker {@link GatewayConfig.brokerAdapter} can name. */
 export type BrokerAdapter = (typeof BROKER_ADAPTERS)[number];
 
+/** Public stream names start with this unless `LAMBDACABLE_PUBLIC_STREAM_PREFIX` says otherwise. */
+export const DEFAULT_PUBLIC_STREAM_PREFIX = 'public:';
+
+/** Subscriptions per connection unless `LAMBDACABLE_MAX_SUBSCRIPTIONS` says otherwise. */
+export const DEFAULT_MAX_SUBSCRIPTIONS = 128;
+
 /** The defaults of every setting. */
 export function defaultGatewayConfig(): GatewayConfig {
   return {
@@ -177,6 +196,8 @@ export function defaultGatewayConfig(): GatewayConfig {
     pingerPartitionRate: 200,
     jwtClockSkew: 30,
     publicStreams: false,
+    publicStreamPrefix: DEFAULT_PUBLIC_STREAM_PREFIX,
+    maxSubscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
     allowAnonymous: false,
     whisperOnSigned: false,
     maxFrameBytes: 32768,
@@ -228,6 +249,9 @@ export function configFromEnv(env: Env): GatewayConfig {
       typeof secrets
     >),
     publicStreams: flag(env, 'LAMBDACABLE_PUBLIC_STREAMS', d.publicStreams),
+    // Unset: the default prefix; set to '' (not unset): any name, as AnyCable.
+    publicStreamPrefix: env.LAMBDACABLE_PUBLIC_STREAM_PREFIX ?? d.publicStreamPrefix,
+    maxSubscriptions: positive(env, 'LAMBDACABLE_MAX_SUBSCRIPTIONS', d.maxSubscriptions, true),
     allowAnonymous: flag(env, 'LAMBDACABLE_ALLOW_ANONYMOUS', d.allowAnonymous),
     whisperOnSigned: flag(env, 'LAMBDACABLE_WHISPER_ON_SIGNED', d.whisperOnSigned),
     maxFrameBytes: positive(env, 'LAMBDACABLE_MAX_FRAME_BYTES', d.maxFrameBytes, true),

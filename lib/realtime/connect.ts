@@ -1,11 +1,13 @@
 import type { Clock } from '../kernel/clock.js';
 import { fingerprint, MAX_SID_BYTES, utf8Bytes } from '../kernel/limits.js';
 import type { Logger } from '../kernel/logger.js';
+import type { GatewayConfig } from './config.js';
 import type { ConnectionRecord, ConnectionStore } from './connections.js';
 import { disconnectConnection, type SessionFinisher } from './gone.js';
 import { type IdentityConfig, identify } from './identity.js';
 import { readPingInterval } from './ping-interval.js';
 import { EXT_PROTOCOL, negotiateProtocol } from './protocol.js';
+import { type RevocationStore, revocationKey } from './revocations.js';
 import type { ConnectionSessions, SessionSubscription } from './session.js';
 import { resolveStream, type StreamsConfig } from './streams.js';
 
@@ -32,8 +34,13 @@ export interface ConnectResult {
 export interface ConnectDeps {
   readonly store: ConnectionStore;
   readonly sessions: ConnectionSessions;
-  /** Identification, and the streams settings a restored subscription is authorized again by. */
-  readonly config: IdentityConfig & StreamsConfig;
+  /** Remote `unsubscribe` and `disconnect` commands a restored session is checked against. */
+  readonly revocations: RevocationStore;
+  /**
+   * Identification, and the streams settings and limit a restored subscription is
+   * authorized again by.
+   */
+  readonly config: IdentityConfig & StreamsConfig & Pick<GatewayConfig, 'maxSubscriptions'>;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly newSid: () => string;
@@ -91,6 +98,8 @@ export async function connect(deps: ConnectDeps, request: ConnectRequest): Promi
   await store.putConnection(connection);
 
   const previous = restorableSid(deps.logger, connectionId, query.sid);
+  // Before the restore reads anything: a revocation at or after it applies to this session.
+  const startedAt = Date.now();
   const restored =
     protocol === EXT_PROTOCOL && previous ? await restore(deps, connection, previous) : undefined;
   await sessions.start(sid, {
@@ -98,6 +107,8 @@ export async function connect(deps: ConnectDeps, request: ConnectRequest): Promi
     protocol,
     subscriptions: restored ?? [],
     ...(restored ? { restoredIds: [...new Set(restored.map((s) => s.identifier))] } : {}),
+    startedAt,
+    writtenAt: startedAt,
   });
   logger.info('connected', {
     connectionId,
@@ -128,9 +139,12 @@ function restorableSid(
 
 /**
  * Restores the subscriptions of the session `previous` (the `sid` the client sent) on
- * `connection`, when that session is of the same identity and the extended protocol, each
- * authorized again under the current settings (signature, public streams, identifier
- * rules): the restored subscriptions, or `undefined` when there is nothing to restore.
+ * `connection`, when that session is of the same identity and the extended protocol, was not
+ * ended by a remote `disconnect` (of its identity or connection) since it started, and each
+ * subscription authorized again: under the current settings (signature, public namespace,
+ * identifier rules), not unsubscribed remotely since the session stored it, one per stream,
+ * at most `maxSubscriptions`. The restored subscriptions, or `undefined` when there is
+ * nothing to restore.
  */
 async function restore(
   deps: ConnectDeps,
@@ -148,12 +162,12 @@ async function restore(
   }
   // Each subscription is authorized again, as a new subscribe would be: a secret rotated
   // out, public streams turned off or an identifier no longer accepted ends it here.
-  const restored: SessionSubscription[] = [];
+  const authorized: SessionSubscription[] = [];
   let refused = 0;
   for (const s of old.subscriptions) {
     const resolved = resolveStream(s.identifier, deps.config);
     if (resolved.ok) {
-      restored.push({
+      authorized.push({
         identifier: s.identifier,
         stream: resolved.stream,
         whisper: resolved.whisper,
@@ -162,17 +176,43 @@ async function restore(
       refused++;
     }
   }
+  const session = { kind: 'session', name: previous } as const;
+  const person = { kind: 'identity', name: identity } as const;
+  const streams = [...new Set(authorized.map((s) => s.stream))].map(
+    (name) => ({ kind: 'stream', name }) as const,
+  );
+  const revoked = await deps.revocations.revokedAt([
+    session,
+    ...(identity ? [person] : []),
+    ...streams,
+  ]);
+  const startedAt = old.startedAt ?? 0;
+  const ended = [session, person].some((t) => (revoked.get(revocationKey(t)) ?? -1) >= startedAt);
+  if (ended) {
+    deps.logger.info('session not restored', { connectionId, reason: 'disconnected remotely' });
+    return undefined;
+  }
+  const writtenAt = old.writtenAt ?? 0;
+  const restored: SessionSubscription[] = [];
+  for (const s of authorized) {
+    if ((revoked.get(revocationKey({ kind: 'stream', name: s.stream })) ?? -1) >= writtenAt) {
+      refused++; // unsubscribed remotely after the session stored it
+      continue;
+    }
+    // One at a time: the store keeps one per stream and counts them against the limit.
+    const added = await deps.store.addSubscription(
+      { connectionId, ...s, ...(endpoint ? { endpoint } : {}) },
+      deps.config.maxSubscriptions,
+    );
+    if (added === 'added') restored.push(s);
+    else refused++;
+  }
   if (refused > 0) {
     deps.logger.info('session restored without subscriptions it no longer authorizes', {
       connectionId,
       refused,
     });
   }
-  await Promise.all(
-    restored.map((s) =>
-      deps.store.addSubscription({ connectionId, ...s, ...(endpoint ? { endpoint } : {}) }),
-    ),
-  );
   return restored;
 }
 

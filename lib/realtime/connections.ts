@@ -37,6 +37,14 @@ export interface Subscription {
 }
 
 /**
+ * What {@link ConnectionStore.addSubscription} did: `added`; `subscribed` when this very
+ * subscription (stream and identifier) was stored already; `stream_taken` when another
+ * identifier holds the stream on this connection; `limit` when the connection holds as many
+ * subscriptions as allowed; `gone` when, with a limit, the connection is not stored.
+ */
+export type SubscriptionAdd = 'added' | 'subscribed' | 'stream_taken' | 'limit' | 'gone';
+
+/**
  * A connection or a subscription as the pinger reads it ({@link ConnectionStore.changesSince}),
  * with when it was stored or last changed (ms since the epoch).
  */
@@ -87,14 +95,21 @@ export interface ConnectionStore {
   /** The connections of an identity. */
   connectionsOf(identity: string): Promise<ConnectionRecord[]>;
   /**
-   * Adds a subscription unless the same one (connection, stream, identifier) is stored:
-   * returns whether this call added it, so that exactly one of concurrent adds wins.
+   * Adds a subscription, atomically, unless the connection holds the stream already (one
+   * subscription per stream per connection) or, with `limit`, holds `limit` subscriptions:
+   * exactly one of concurrent adds wins. With `limit`, the connection must be stored (its
+   * count of subscriptions is kept on it); without, the count is neither read nor kept.
    */
-  addSubscription(subscription: Subscription): Promise<boolean>;
-  /** Removes a subscription; unknown ones are ignored. */
-  removeSubscription(connectionId: string, stream: string, identifier: string): Promise<void>;
-  /** A connection's subscriptions. */
+  addSubscription(subscription: Subscription, limit?: number): Promise<SubscriptionAdd>;
+  /**
+   * Removes the connection's subscription to `stream` if `identifier` holds it; others are
+   * ignored. Resolves to whether this call removed it.
+   */
+  removeSubscription(connectionId: string, stream: string, identifier: string): Promise<boolean>;
+  /** A connection's subscriptions (one Query). */
   subscriptionsOf(connectionId: string): Promise<Subscription[]>;
+  /** The connection's subscription to `stream`, whatever its identifier (one read). */
+  subscriptionOf(connectionId: string, stream: string): Promise<Subscription | undefined>;
   /** A stream's subscribers, page by page, shard after shard (Queries, never a Scan). */
   subscribersOf(stream: string, pageSize?: number): AsyncIterable<Subscription[]>;
   /**

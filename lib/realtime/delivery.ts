@@ -5,6 +5,7 @@ import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionStore } from './connections.js';
 import { Fanout, type FanoutOptions } from './fanout.js';
 import type { FanoutTasksOptions } from './fanout-tree.js';
+import { MemoryRevocationStore, type RevocationStore } from './revocations.js';
 
 /** Options of {@link composeDelivery}. */
 export interface ComposeDeliveryOptions {
@@ -17,6 +18,12 @@ export interface ComposeDeliveryOptions {
    * connections; the broker is handed the same cache, so that it keeps its sessions there too.
    */
   readonly sessions: SessionCache;
+  /**
+   * Where remote `unsubscribe` and `disconnect` are recorded (the fan-out runs them) and
+   * where a restore checks them (the gateway): kept beside the sessions.
+   * @default a {@link MemoryRevocationStore} of this composition (for sessions in memory)
+   */
+  readonly revocations?: RevocationStore;
   /** @default {@link noopLogger} */
   readonly logger?: Logger;
   /** @default the system clock */
@@ -48,6 +55,8 @@ export interface Delivery<B extends Broker> {
   readonly fanout: Fanout;
   /** The broker, built over the fan-out. */
   readonly broker: B;
+  /** Where the fan-out records remote revocations (the gateway's too, composed with it). */
+  readonly revocations: RevocationStore;
 }
 
 /**
@@ -60,10 +69,12 @@ export function composeDelivery<B extends Broker>(
   broker: (broadcaster: Broadcaster, sessions: SessionCache) => B,
 ): Delivery<B> {
   const { store, api, sessions, logger, clock, concurrency, goneGraceMs } = options;
+  const revocations = options.revocations ?? new MemoryRevocationStore();
   const fanout = new Fanout({
     store,
     api,
     sessions,
+    revocations,
     logger,
     clock,
     concurrency,
@@ -75,5 +86,5 @@ export function composeDelivery<B extends Broker>(
     stuckMs: options.stuckMs,
     tasks: options.tasks,
   });
-  return { fanout, broker: broker(fanout, sessions) };
+  return { fanout, broker: broker(fanout, sessions), revocations };
 }

@@ -15,6 +15,7 @@ import {
 import { disconnectGone, type GonePolicy, type SessionFinisher } from './gone.js';
 import { broadcastFrame } from './protocol.js';
 import { type RemoteCommandDeps, remoteDisconnect, remoteUnsubscribe } from './remote.js';
+import { MemoryRevocationStore, type RevocationStore } from './revocations.js';
 
 export type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
 
@@ -24,6 +25,12 @@ export interface FanoutOptions {
   readonly api: ConnectionApi;
   /** Finishes the session of a connection that is gone ({@link disconnectGone}). */
   readonly sessions: SessionFinisher;
+  /**
+   * Where remote `unsubscribe` and `disconnect` record what they revoke, so that a stored
+   * session cannot bring it back on reconnect. @default a {@link MemoryRevocationStore} of
+   * its own (sessions in this process only)
+   */
+  readonly revocations?: RevocationStore;
   /** @default {@link noopLogger} */
   readonly logger?: Logger;
   /**
@@ -98,6 +105,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
   private readonly logger: Logger;
   private readonly concurrency: number;
   private readonly pageSize: number;
+  private readonly revocations: RevocationStore;
   private readonly gone: GonePolicy;
   private readonly retryPasses: number;
   private readonly retryBackoffMs: number;
@@ -114,6 +122,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
     this.logger = options.logger ?? noopLogger;
     this.concurrency = options.concurrency ?? 50;
     this.pageSize = options.pageSize ?? 1000;
+    this.revocations = options.revocations ?? new MemoryRevocationStore();
     this.gone = {
       store: options.store,
       sessions: options.sessions,
@@ -345,8 +354,16 @@ export class Fanout implements Broadcaster, StreamDelivery {
   }
 
   private remote(): RemoteCommandDeps {
-    const { store, api, logger, concurrency, pageSize } = this;
-    return { store, api, logger, concurrency, pageSize, postOne: (p, r) => this.postOne(p, r) };
+    const { store, api, logger, concurrency, pageSize, revocations } = this;
+    return {
+      store,
+      api,
+      logger,
+      concurrency,
+      pageSize,
+      revocations,
+      postOne: (p, r) => this.postOne(p, r),
+    };
   }
 
   // Subscriptions stored without their connection's endpoint cost one read to find it.

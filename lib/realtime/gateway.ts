@@ -24,16 +24,24 @@ import {
   type Refusal,
   replyFrame,
 } from './protocol.js';
+import type { RevocationStore } from './revocations.js';
 import { ConnectionSessions } from './session.js';
-import { type SubscribeDeps, subscribe, unsubscribe } from './subscriptions.js';
+import {
+  type SubscribeDeps,
+  subscribe,
+  subscriptionThrough,
+  unsubscribe,
+} from './subscriptions.js';
 import { type WelcomeDeps, welcome } from './welcome.js';
 import { whisper } from './whisper.js';
 
 /** Options of {@link Gateway}. */
 export interface GatewayOptions {
   readonly store: ConnectionStore;
-  /** Where sessions live: written on connect, subscribe and welcome, finished on disconnect. */
+  /** Where sessions live: written on connect and welcome, closed on disconnect. */
   readonly sessions: SessionCache;
+  /** Remote `unsubscribe` and `disconnect` commands, which a restore checks. */
+  readonly revocations: RevocationStore;
   /** Stream history, replayed on subscribe and on `history` (usually the broker). */
   readonly history: HistoryReader;
   /** Delivers whispers to the other subscribers of a stream: the fan-out. */
@@ -68,6 +76,7 @@ export class Gateway {
       store: options.store,
       api: options.api,
       sessions: new ConnectionSessions(options.sessions, options.store, logger),
+      revocations: options.revocations,
       history: options.history,
       config: options.config,
       clock: options.clock ?? systemClock,
@@ -162,10 +171,8 @@ export class Gateway {
       await subscribe(this.deps, connection, identifier, msg.history, post, target);
       return;
     }
-    const subs = (await store.subscriptionsOf(connectionId)).filter(
-      (s) => s.identifier === identifier,
-    );
-    if (subs.length === 0) {
+    const sub = await subscriptionThrough(this.deps, connectionId, identifier);
+    if (!sub) {
       if (command === 'history') await post(replyFrame('reject_history', identifier));
       throw new ProtocolError('unknown identifier: subscribe first', {
         connectionId,
@@ -175,10 +182,10 @@ export class Gateway {
     }
     switch (command) {
       case 'unsubscribe':
-        await unsubscribe(this.deps, connection, identifier, subs);
+        await unsubscribe(this.deps, connection, identifier, sub);
         return;
       case 'history':
-        await serveHistory(history, connectionId, identifier, subs, msg.history, post);
+        await serveHistory(history, connectionId, identifier, [sub], msg.history, post);
         return;
       case 'message':
         throw new ProtocolError(`channel ${PUBSUB_CHANNEL} has no actions`, {
@@ -187,7 +194,7 @@ export class Gateway {
           identifier,
         });
       case 'whisper':
-        await whisper(this.fanout, logger, connectionId, identifier, subs, msg.data);
+        await whisper(this.fanout, logger, connectionId, identifier, [sub], msg.data);
         return;
     }
   }

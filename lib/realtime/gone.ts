@@ -1,9 +1,9 @@
-import type { SessionCache } from '../broker/types.js';
 import type { Clock } from '../kernel/clock.js';
 import type { ConnectionRecord, ConnectionStore } from './connections.js';
+import { closeSession, type SessionCloser } from './session.js';
 
 /** Where sessions end: the session cache. */
-export type SessionFinisher = Pick<SessionCache, 'finishSession'>;
+export type SessionFinisher = SessionCloser;
 
 /** What {@link disconnectGone} needs. */
 export interface GonePolicy {
@@ -15,8 +15,9 @@ export interface GonePolicy {
 }
 
 /**
- * `$disconnect`: finishes the connection's session (its TTL starts) and removes the
- * connection and its subscriptions. `known` saves the read of the connection.
+ * `$disconnect`: removes the connection and its subscriptions, then stores them in its
+ * session and finishes it (its TTL starts: {@link closeSession}). `known` saves the read of
+ * the connection.
  */
 export async function disconnectConnection(
   policy: Pick<GonePolicy, 'store' | 'sessions'>,
@@ -24,8 +25,10 @@ export async function disconnectConnection(
   known?: ConnectionRecord,
 ): Promise<void> {
   const connection = known ?? (await policy.store.getConnection(connectionId));
-  if (connection?.sid) await policy.sessions.finishSession(connection.sid);
-  await policy.store.removeConnection(connectionId);
+  // Before the read: a revocation at or after it applies to what is read (see `restore`).
+  const readAt = Date.now();
+  const subs = await policy.store.removeConnection(connectionId);
+  if (connection?.sid) await closeSession(policy.sessions, connection.sid, subs, readAt);
 }
 
 /**

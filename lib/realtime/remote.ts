@@ -5,12 +5,15 @@ import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
 import type { DeliveryReport } from './delivery-report.js';
 import { disconnectFrame } from './protocol.js';
+import type { RevocationStore } from './revocations.js';
 
 /** What the remote commands need of the fan-out. */
 export interface RemoteCommandDeps {
   readonly store: ConnectionStore;
   readonly api: ConnectionApi;
   readonly logger: Logger;
+  /** Where revocations are recorded, so that a stored session cannot undo them. */
+  readonly revocations: RevocationStore;
   /** Posts in flight at once. */
   readonly concurrency: number;
   /** Subscribers read per page. */
@@ -24,7 +27,9 @@ export interface RemoteCommandDeps {
 
 /**
  * AnyCable's remote `disconnect`: a `disconnect` frame to each connection of an identity (or
- * one connection), then the connection closed.
+ * one connection), then the connection closed. The sessions they had are ended first: the
+ * identity's (every session started until now) or the connection's, so that a reconnect
+ * with an old `sid` restores nothing.
  */
 export async function remoteDisconnect(
   deps: RemoteCommandDeps,
@@ -42,6 +47,16 @@ export async function remoteDisconnect(
   } else {
     deps.logger.warn('remote disconnect without identity or connectionId', { payload });
     return;
+  }
+  const at = Date.now();
+  if (typeof connectionId === 'string') {
+    await Promise.all(
+      targets
+        .filter((c) => c.sid)
+        .map((c) => deps.revocations.revoke({ kind: 'session', name: c.sid }, at)),
+    );
+  } else if (typeof identity === 'string' && identity) {
+    await deps.revocations.revoke({ kind: 'identity', name: identity }, at);
   }
   const frame = disconnectFrame(
     'remote',
@@ -74,7 +89,12 @@ export async function remoteDisconnect(
   });
 }
 
-/** AnyCable's remote `unsubscribe`: every subscription to a stream removed. */
+/**
+ * AnyCable's remote `unsubscribe`: every subscription to a stream removed, then the stream
+ * revoked for sessions stored until now, so that a reconnect does not bring it back. (The
+ * revocation comes after the removals: a connection that ended meanwhile stored its
+ * subscriptions in its session before they were removed, so before the revocation.)
+ */
 export async function remoteUnsubscribe(
   deps: RemoteCommandDeps,
   payload: Record<string, unknown>,
@@ -86,8 +106,9 @@ export async function remoteUnsubscribe(
   }
   const subs: Subscription[] = [];
   for await (const page of deps.store.subscribersOf(stream, deps.pageSize)) subs.push(...page);
-  await forEachConcurrently(subs, deps.concurrency, (s) =>
-    deps.store.removeSubscription(s.connectionId, s.stream, s.identifier),
-  );
+  await forEachConcurrently(subs, deps.concurrency, async (s) => {
+    await deps.store.removeSubscription(s.connectionId, s.stream, s.identifier);
+  });
+  await deps.revocations.revoke({ kind: 'stream', name: stream }, Date.now());
   deps.logger.info('remote unsubscribe', { stream, subscriptions: subs.length });
 }

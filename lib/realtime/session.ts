@@ -1,7 +1,7 @@
 import type { Cacheable, SessionCache } from '../broker/types.js';
 import { errorMessage } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
-import type { ConnectionRecord, ConnectionStore } from './connections.js';
+import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
 
 /** A subscription as kept in the session cache. */
 export interface SessionSubscription {
@@ -19,6 +19,17 @@ export interface SessionState {
   readonly welcomed?: boolean;
   /** Identifiers restored from the previous session, announced by the pending `welcome`. */
   readonly restoredIds?: readonly string[];
+  /**
+   * When `subscriptions` were read (ms since the epoch): at connect, and when the connection
+   * ended. A revocation at or after it applies to them on restore. Absent in sessions of
+   * earlier versions: every revocation applies.
+   */
+  readonly writtenAt?: number;
+  /**
+   * When the session started (ms since the epoch): a remote `disconnect` at or after it ends
+   * it. Absent in sessions of earlier versions: every such revocation applies.
+   */
+  readonly startedAt?: number;
 }
 
 /** A {@link SessionState} as a {@link Cacheable} (JSON). */
@@ -39,7 +50,18 @@ export class Session implements Cacheable {
         (x): x is SessionSubscription =>
           typeof x?.identifier === 'string' && typeof x?.stream === 'string',
       );
-      return { ...s, identity: s.identity, protocol: String(s.protocol ?? ''), subscriptions };
+      const time = (t: unknown) => (typeof t === 'number' && Number.isFinite(t) ? t : undefined);
+      const { writtenAt: w, startedAt: st, ...rest } = s;
+      const writtenAt = time(w);
+      const startedAt = time(st);
+      return {
+        ...rest,
+        identity: s.identity,
+        protocol: String(s.protocol ?? ''),
+        subscriptions,
+        ...(writtenAt === undefined ? {} : { writtenAt }),
+        ...(startedAt === undefined ? {} : { startedAt }),
+      };
     } catch {
       return undefined;
     }
@@ -53,10 +75,12 @@ export interface WelcomeClaim {
 }
 
 /**
- * The sessions of connections, read-modify-written over the {@link SessionCache}: frames of
- * one connection run in separate Lambdas at once, so every write starts from the stored
- * session and the subscriptions read after it (a write over a session another frame
- * committed in between is redone by the cache).
+ * The sessions of connections, read-modify-written over the {@link SessionCache}. A session
+ * is written at connect (with what was restored), when its welcome is claimed, and when the
+ * connection ends ({@link closeSession}, with the subscriptions it held then): never per
+ * subscribe, so that a subscribe costs the same whatever the connection holds. A session
+ * whose close was missed (API Gateway's `$disconnect` is best effort) restores what it held
+ * at connect; the client subscribes again to the rest (AnyCable's `restored_ids`).
  */
 export class ConnectionSessions {
   constructor(
@@ -73,13 +97,6 @@ export class ConnectionSessions {
   /** Stores the first session of a connection. */
   async start(sid: string, state: SessionState): Promise<void> {
     await this.sessions.commitSession(sid, new Session(state));
-  }
-
-  /** Stores the session of `connection` from its current subscriptions. */
-  async commit(connection: ConnectionRecord): Promise<void> {
-    await this.sessions.updateSession(connection.sid, (bytes) =>
-      this.sessionOf(connection, Session.decode(bytes)),
-    );
   }
 
   /**
@@ -120,25 +137,64 @@ export class ConnectionSessions {
     }
   }
 
-  /** The session of `connection`: `current` with `changes`, subscriptions read from the store now. */
+  /**
+   * The session of `connection`: `current` with `changes`; its subscriptions as stored, or
+   * read from the store when there is no session to keep them from.
+   */
   private async sessionOf(
     connection: ConnectionRecord,
     current: SessionState | undefined,
     changes: Pick<SessionState, 'welcomed' | 'restoredIds'> = {},
   ): Promise<Session> {
-    const subs = await this.store.subscriptionsOf(connection.connectionId);
+    const writtenAt = Date.now();
+    const subscriptions =
+      current?.subscriptions ??
+      sessionSubscriptions(await this.store.subscriptionsOf(connection.connectionId));
     const welcomed = changes.welcomed ?? current?.welcomed ?? false;
     const restoredIds = changes.restoredIds ?? current?.restoredIds;
     return new Session({
       identity: connection.identity,
       protocol: connection.protocol,
-      subscriptions: subs.map((s) => ({
-        identifier: s.identifier,
-        stream: s.stream,
-        whisper: s.whisper ?? false,
-      })),
+      subscriptions,
       welcomed,
       ...(!welcomed && restoredIds ? { restoredIds } : {}),
+      writtenAt: current ? (current.writtenAt ?? 0) : writtenAt,
+      startedAt: current ? (current.startedAt ?? 0) : writtenAt,
     });
   }
+}
+
+/** Subscriptions as the session keeps them. */
+export function sessionSubscriptions(subs: readonly Subscription[]): SessionSubscription[] {
+  return subs.map((s) => ({
+    identifier: s.identifier,
+    stream: s.stream,
+    whisper: s.whisper ?? false,
+  }));
+}
+
+/** Where sessions are updated and finished: the session cache. */
+export type SessionCloser = Pick<SessionCache, 'updateSession' | 'finishSession'>;
+
+/**
+ * Stores, when a connection ends, the subscriptions it held (`subs`, read at `readAt` ms),
+ * so that a restore brings back what the connection had at its end, then finishes the
+ * session (its TTL starts). A session that is unknown or expired is left alone.
+ */
+export async function closeSession(
+  sessions: SessionCloser,
+  sid: string,
+  subs: readonly Subscription[],
+  readAt: number,
+): Promise<void> {
+  await sessions.updateSession(sid, async (bytes) => {
+    const current = Session.decode(bytes);
+    if (!current) return undefined;
+    return new Session({
+      ...current,
+      subscriptions: sessionSubscriptions(subs),
+      writtenAt: readAt,
+    });
+  });
+  await sessions.finishSession(sid);
 }

@@ -6,7 +6,11 @@ import { verifySignedStreamName } from './tokens.js';
 /** The settings stream resolution reads. */
 export type StreamsConfig = Pick<
   GatewayConfig,
-  'streamsSecret' | 'streamsPreviousSecret' | 'whisperOnSigned' | 'publicStreams'
+  | 'streamsSecret'
+  | 'streamsPreviousSecret'
+  | 'whisperOnSigned'
+  | 'publicStreams'
+  | 'publicStreamPrefix'
 >;
 
 /** Why a `$pubsub` identifier names no stream a client may subscribe to. */
@@ -18,6 +22,7 @@ export type StreamRefusalReason =
   | 'unknown_keys'
   | 'signature'
   | 'public_disabled'
+  | 'not_public'
   | 'no_stream'
   | 'stream_too_long';
 
@@ -49,7 +54,8 @@ export function resolveStream(identifier: string, config: StreamsConfig): Stream
 
 /**
  * The stream a `$pubsub` identifier names: a verified `signed_stream_name` (whispers as
- * configured), else a public `stream_name` when public streams are enabled (whispers allowed).
+ * configured), else a public `stream_name` when public streams are enabled and the name starts
+ * with the public prefix (whispers allowed).
  */
 export function streamOf(identifier: string, config: StreamsConfig): StreamResolution {
   const idBytes = utf8Bytes(identifier);
@@ -97,6 +103,13 @@ export function streamOf(identifier: string, config: StreamsConfig): StreamResol
   }
   if (typeof params.stream_name === 'string' && params.stream_name) {
     if (!config.publicStreams) return refuse('public_disabled', 'public streams are disabled');
+    // A name outside the public namespace may be a signed-only stream: never readable by name.
+    if (!params.stream_name.startsWith(config.publicStreamPrefix)) {
+      return refuse(
+        'not_public',
+        `stream_name is not a public stream: public names start with ${JSON.stringify(config.publicStreamPrefix)}`,
+      );
+    }
     return { ok: true, stream: params.stream_name, whisper: true };
   }
   return refuse('no_stream', 'identifier names no stream_name or signed_stream_name');

@@ -102,24 +102,97 @@ export function connectionStoreContract(
       );
     });
 
-    it('keeps one subscription when the same one is added twice, and says which add stored it', async () => {
+    it('keeps one subscription per stream per connection, and says which add stored it', async () => {
       const c = id('c');
+      const other = id('c');
       const stream = id('stream');
       expect(await store.addSubscription({ connectionId: c, stream, identifier: '{"x":1}' })).toBe(
-        true,
+        'added',
       );
       expect(await store.addSubscription({ connectionId: c, stream, identifier: '{"x":1}' })).toBe(
-        false,
+        'subscribed',
       );
+      // Another identifier of the same stream: no second, paid copy of every broadcast.
       const racing = await Promise.all(
         Array.from({ length: 5 }, () =>
           store.addSubscription({ connectionId: c, stream, identifier: '{"x":2}' }),
         ),
       );
-      expect(racing.filter(Boolean)).toHaveLength(1);
+      expect(racing).toEqual(Array(5).fill('stream_taken'));
+      // Concurrent adds of one new stream: exactly one stores it.
+      const fresh = id('stream');
+      const first = await Promise.all(
+        ['{"a":1}', '{"a":2}', '{"a":3}'].map((identifier) =>
+          store.addSubscription({ connectionId: c, stream: fresh, identifier }),
+        ),
+      );
+      expect(first.filter((r) => r === 'added')).toHaveLength(1);
+      expect(first.filter((r) => r === 'stream_taken')).toHaveLength(2);
+      expect(
+        await store.addSubscription({ connectionId: other, stream, identifier: '{"x":2}' }),
+      ).toBe('added');
       expect(await store.subscriptionsOf(c)).toHaveLength(2);
       const pages = await collect(store.subscribersOf(stream));
-      expect(pages.flat().map((s) => s.connectionId)).toEqual([c, c]);
+      expect(
+        pages
+          .flat()
+          .map((s) => s.connectionId)
+          .sort(),
+      ).toEqual([c, other].sort());
+      expect(await store.subscriptionOf(c, stream)).toMatchObject({ identifier: '{"x":1}' });
+      expect(await store.subscriptionOf(c, id('never'))).toBeUndefined();
+    });
+
+    it('refuses a subscription over the limit, also under concurrent adds, and frees a slot on removal', async () => {
+      const c = connection(id('c'));
+      await store.putConnection(c);
+      const { connectionId } = c;
+      const streams = Array.from({ length: 12 }, () => id('stream'));
+      const results = await Promise.all(
+        streams.map((stream) =>
+          store.addSubscription({ connectionId, stream, identifier: stream }, 5),
+        ),
+      );
+      expect(results.filter((r) => r === 'added')).toHaveLength(5);
+      expect(results.filter((r) => r === 'limit')).toHaveLength(7);
+      expect(await store.subscriptionsOf(connectionId)).toHaveLength(5);
+      const held = (await store.subscriptionsOf(connectionId))[0]!;
+      // At the limit, a repeat of a stored subscription is still told apart from a new one.
+      expect(
+        await store.addSubscription(
+          { connectionId, stream: held.stream, identifier: held.identifier },
+          5,
+        ),
+      ).toBe('subscribed');
+      // Refused adds and repeats take no slot; a removal gives one back.
+      expect(await store.removeSubscription(connectionId, held.stream, 'another identifier')).toBe(
+        false,
+      );
+      expect(await store.removeSubscription(connectionId, held.stream, held.identifier)).toBe(true);
+      const last = id('stream');
+      expect(await store.addSubscription({ connectionId, stream: last, identifier: last }, 5)).toBe(
+        'added',
+      );
+      expect(
+        await store.addSubscription({ connectionId, stream: id('stream'), identifier: 'i' }, 5),
+      ).toBe('limit');
+      // A repeat of a held stream under another identifier at the limit is stream_taken.
+      expect(
+        await store.addSubscription({ connectionId, stream: last, identifier: 'other' }, 5),
+      ).toBe('stream_taken');
+      // A connection that is not stored gets nothing with a limit.
+      expect(
+        await store.addSubscription(
+          { connectionId: id('unknown'), stream: last, identifier: 'i' },
+          5,
+        ),
+      ).toBe('gone');
+      // A new connection under the same id starts from none.
+      await store.removeConnection(connectionId);
+      await store.putConnection(c);
+      expect(await store.addSubscription({ connectionId, stream: last, identifier: last }, 1)).toBe(
+        'added',
+      );
     });
 
     it("lists a stream's subscribers page by page", async () => {

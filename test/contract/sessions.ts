@@ -3,14 +3,12 @@ import {
   type Broadcaster,
   type Broker,
   type ConnectionApi,
-  type ConnectionRecord,
   type ConnectionStore,
   composeRealtime,
   createConnectToken,
   defaultGatewayConfig,
+  type RevocationStore,
   type SessionCache,
-  type SubscriberSlice,
-  type Subscription,
 } from '../../lib/core';
 import { Session } from '../../lib/realtime/session';
 import { MemoryConnectionApi } from '../../lib/testing';
@@ -19,10 +17,14 @@ import { FakeClock } from '../helpers/clock';
 const EXT = 'actioncable-v1-ext-json';
 const JWT_SECRET = 'jwt-secret';
 
-/** The connection store, the session cache and (given its broadcaster and that cache) the broker. */
+/**
+ * The connection store, the session cache, the revocations and (given its broadcaster and
+ * that cache) the broker.
+ */
 export type SessionStoresFactory = (options: { clock: FakeClock }) => Promise<{
   store: ConnectionStore;
   sessions: SessionCache;
+  revocations: RevocationStore;
   /** A broker over `broadcaster`, keeping its sessions in `sessions`. */
   broker: (broadcaster: Broadcaster, sessions: SessionCache) => Broker;
 }>;
@@ -34,98 +36,31 @@ function uniqueId(label: string): string {
   return `${label}-${process.pid}-${Date.now()}-${unique}`;
 }
 
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
-
 /**
- * A store whose `subscriptionsOf` can hold its answer: the read happens, then waits for a
- * gate, like a Lambda paused between reading the subscriptions and writing the session.
- */
-class PausingStore implements ConnectionStore {
-  private hold?: {
-    when: (subs: Subscription[]) => boolean;
-    reached: () => void;
-    gate: Promise<void>;
-  };
-
-  constructor(private readonly inner: ConnectionStore) {}
-
-  /** Holds the next read whose result satisfies `when`; resolves once it is held. */
-  pauseRead(when: (subs: Subscription[]) => boolean): { held: Promise<void>; release: () => void } {
-    const reached = deferred();
-    const gate = deferred();
-    this.hold = { when, reached: reached.resolve, gate: gate.promise };
-    return { held: reached.promise, release: gate.resolve };
-  }
-
-  async subscriptionsOf(connectionId: string): Promise<Subscription[]> {
-    const subs = await this.inner.subscriptionsOf(connectionId);
-    const hold = this.hold;
-    if (hold?.when(subs)) {
-      this.hold = undefined;
-      hold.reached();
-      await hold.gate;
-    }
-    return subs;
-  }
-
-  putConnection(c: ConnectionRecord) {
-    return this.inner.putConnection(c);
-  }
-  getConnection(id: string) {
-    return this.inner.getConnection(id);
-  }
-  connectionsOf(identity: string) {
-    return this.inner.connectionsOf(identity);
-  }
-  addSubscription(s: Subscription) {
-    return this.inner.addSubscription(s);
-  }
-  removeSubscription(id: string, stream: string, identifier: string) {
-    return this.inner.removeSubscription(id, stream, identifier);
-  }
-  subscribersOf(stream: string, pageSize?: number) {
-    return this.inner.subscribersOf(stream, pageSize);
-  }
-  readSlice(slice: SubscriberSlice, limit: number) {
-    return this.inner.readSlice(slice, limit);
-  }
-  spreadStream(stream: string, spread: number) {
-    return this.inner.spreadStream(stream, spread);
-  }
-  removeConnection(id: string) {
-    return this.inner.removeConnection(id);
-  }
-  changesSince(sinceMs: number, pageSize?: number) {
-    return this.inner.changesSince(sinceMs, pageSize);
-  }
-}
-
-/**
- * Session writes of one connection under concurrency: frames of one connection handled at
- * once by separate Lambdas, and concurrent welcome calls. Run against memory in unit tests
- * and against DynamoDB Local in integration tests.
+ * Sessions of connections: what a connection held at its end is what a reconnect restores,
+ * under concurrent frames and welcome calls, less what remote commands revoked since. Run
+ * against memory in unit tests and against DynamoDB Local in integration tests.
  */
 export function gatewaySessionContract(name: string, factory: SessionStoresFactory): void {
   describe(`${name} (Gateway sessions under concurrency)`, () => {
     async function setup(api: ConnectionApi = new MemoryConnectionApi()) {
       const clock = new FakeClock();
       const stores = await factory({ clock });
-      const pausing = new PausingStore(stores.store);
-      const { sessions } = stores;
+      const { sessions, revocations, store } = stores;
       const sids: string[] = [];
       const { broker, gateway } = composeRealtime(
         {
-          store: pausing,
+          store,
           api,
           sessions,
+          revocations,
           clock,
-          config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true },
+          config: {
+            ...defaultGatewayConfig(),
+            jwtSecret: JWT_SECRET,
+            publicStreams: true,
+            publicStreamPrefix: '',
+          },
           newSid: () => {
             const sid = uniqueId('sid');
             sids.push(sid);
@@ -134,8 +69,12 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
         },
         stores.broker,
       );
-      async function connect(connectionId: string, query: Record<string, string> = {}) {
-        const jid = await createConnectToken({ sub: 'alice', ttlSeconds: 600 }, JWT_SECRET, clock);
+      async function connect(
+        connectionId: string,
+        query: Record<string, string> = {},
+        sub = 'alice',
+      ) {
+        const jid = await createConnectToken({ sub, ttlSeconds: 600 }, JWT_SECRET, clock);
         await gateway.connect({ connectionId, query: { jid, ...query }, protocols: EXT });
       }
       const subscribe = (connectionId: string, stream: string) =>
@@ -144,56 +83,113 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
           JSON.stringify({ command: 'subscribe', identifier: pubsub(stream) }),
         );
       const stored = async (sid: string) => Session.decode(await broker.restoreSession(sid));
-      return { clock, store: pausing, broker, gateway, sids, connect, subscribe, stored };
+      const restored = async (connectionId: string) =>
+        (await store.subscriptionsOf(connectionId)).map((s) => s.stream).sort();
+      return { clock, store, broker, gateway, sids, connect, subscribe, stored, restored };
     }
 
     const pubsub = (stream: string) => JSON.stringify({ channel: '$pubsub', stream_name: stream });
 
-    it('keeps both subscriptions when two subscribes of one connection commit concurrently', async () => {
-      const t = await setup();
-      const c = uniqueId('conn');
-      await t.connect(c);
-      await t.gateway.welcome(c);
-      // The first subscribe's commit reads the subscriptions (only `x`) and stalls there,
-      // while the second subscribe runs to its end.
-      const pause = t.store.pauseRead((subs) => subs.some((s) => s.stream === 'x'));
-      const first = t.subscribe(c, 'x');
-      await pause.held;
-      await t.subscribe(c, 'y');
-      pause.release();
-      await first;
-      const session = await t.stored(t.sids[0]!);
-      expect(session?.subscriptions.map((s) => s.stream).sort()).toEqual(['x', 'y']);
-      expect(session?.welcomed).toBe(true);
-
-      await t.gateway.disconnect(c);
-      const next = uniqueId('conn');
-      await t.connect(next, { sid: t.sids[0]! });
-      expect((await t.store.subscriptionsOf(next)).map((s) => s.stream).sort()).toEqual(['x', 'y']);
-    });
-
-    it('keeps every subscription of many subscribes sent at once', async () => {
+    it('stores what a connection held at its end, however its subscribes ran, and restores it', async () => {
       const t = await setup();
       const c = uniqueId('conn');
       await t.connect(c);
       await t.gateway.welcome(c);
       const streams = Array.from({ length: 8 }, (_, i) => `s${i}`);
       await Promise.all(streams.map((s) => t.subscribe(c, s)));
+      await t.gateway.receive(
+        c,
+        JSON.stringify({ command: 'unsubscribe', identifier: pubsub('s3') }),
+      );
+      // Subscribes do not write the session: it still holds what it held at connect.
+      expect((await t.stored(t.sids[0]!))?.subscriptions).toEqual([]);
+      await t.gateway.disconnect(c);
       const session = await t.stored(t.sids[0]!);
-      expect(session?.subscriptions.map((s) => s.stream).sort()).toEqual(streams);
+      const held = streams.filter((s) => s !== 's3');
+      expect(session?.subscriptions.map((s) => s.stream).sort()).toEqual(held);
+      expect(session?.welcomed).toBe(true);
+
+      const next = uniqueId('conn');
+      await t.connect(next, { sid: t.sids[0]! });
+      expect(await t.restored(next)).toEqual(held);
     });
 
-    it('keeps the welcome when a subscribe commits across it', async () => {
+    it('keeps the restored subscriptions in the session when the welcome is claimed', async () => {
+      const t = await setup();
+      const old = uniqueId('conn');
+      await t.connect(old);
+      await t.subscribe(old, 'a');
+      await t.gateway.disconnect(old);
+      const c = uniqueId('conn');
+      await t.connect(c, { sid: t.sids[0]! });
+      expect(await t.gateway.welcome(c)).toBe(true);
+      const session = await t.stored(t.sids[1]!);
+      expect(session).toMatchObject({ welcomed: true });
+      expect(session?.subscriptions.map((s) => s.stream)).toEqual(['a']);
+    });
+
+    it('does not restore a stream unsubscribed remotely after the session stored it', async () => {
+      const t = await setup();
+      const c = uniqueId('conn');
+      const gone = uniqueId('stream');
+      const kept = uniqueId('stream');
+      await t.connect(c);
+      await t.subscribe(c, gone);
+      await t.subscribe(c, kept);
+      await t.gateway.disconnect(c);
+      await t.broker.handleCommand({ command: 'unsubscribe', payload: { stream: gone } });
+      const next = uniqueId('conn');
+      await t.connect(next, { sid: t.sids[0]! });
+      expect(await t.restored(next)).toEqual([kept]);
+    });
+
+    it('restores a stream subscribed again after its remote unsubscribe', async () => {
+      const t = await setup();
+      const stream = uniqueId('stream');
+      await t.broker.handleCommand({ command: 'unsubscribe', payload: { stream } });
+      await new Promise((r) => setTimeout(r, 5)); // a later millisecond than the revocation
+      const c = uniqueId('conn');
+      await t.connect(c);
+      await t.subscribe(c, stream);
+      await t.gateway.disconnect(c);
+      const next = uniqueId('conn');
+      await t.connect(next, { sid: t.sids[0]! });
+      expect(await t.restored(next)).toEqual([stream]);
+    });
+
+    it('ends the stored sessions of an identity disconnected remotely', async () => {
+      const t = await setup();
+      const who = uniqueId('user');
+      const c = uniqueId('conn');
+      await t.connect(c, {}, who);
+      await t.subscribe(c, 'a');
+      await t.gateway.disconnect(c);
+      await t.broker.handleCommand({ command: 'disconnect', payload: { identifier: who } });
+      const next = uniqueId('conn');
+      await t.connect(next, { sid: t.sids[0]! }, who);
+      expect(await t.restored(next)).toEqual([]);
+      expect(await t.gateway.welcome(next)).toBe(true);
+      // A new session, not restored: no `restored` in its welcome.
+      expect((await t.stored(t.sids[1]!))?.restoredIds).toBeUndefined();
+
+      // The new session is not ended by the earlier command.
+      await t.subscribe(next, 'b');
+      await t.gateway.disconnect(next);
+      const third = uniqueId('conn');
+      await t.connect(third, { sid: t.sids[1]! }, who);
+      expect(await t.restored(third)).toEqual(['b']);
+    });
+
+    it('ends the session of a connection disconnected remotely by its id', async () => {
       const t = await setup();
       const c = uniqueId('conn');
       await t.connect(c);
-      const pause = t.store.pauseRead((subs) => subs.some((s) => s.stream === 'x'));
-      const subscribing = t.subscribe(c, 'x');
-      await pause.held;
-      expect(await t.gateway.welcome(c)).toBe(true);
-      pause.release();
-      await subscribing;
-      expect(await t.stored(t.sids[0]!)).toMatchObject({ welcomed: true });
+      await t.subscribe(c, 'a');
+      await t.broker.handleCommand({ command: 'disconnect', payload: { connectionId: c } });
+      await t.gateway.disconnect(c); // what API Gateway sends after the close
+      const next = uniqueId('conn');
+      await t.connect(next, { sid: t.sids[0]! });
+      expect(await t.restored(next)).toEqual([]);
     });
 
     it('posts welcome once when two welcome calls run at once', async () => {

@@ -4,6 +4,7 @@ import {
   DynamoAckStore,
   DynamoBroker,
   DynamoConnectionStore,
+  DynamoRevocationStore,
   DynamoSchemaRegistry,
   DynamoSessionCache,
 } from '../../lib/aws';
@@ -63,6 +64,11 @@ gatewaySessionContract('DynamoConnectionStore + DynamoBroker', async ({ clock })
   return {
     store: new DynamoConnectionStore({ client: res.dynamodb, tableName: res.tables.connections }),
     sessions: new DynamoSessionCache({
+      client: res.dynamodb,
+      tableName: res.tables.sessions,
+      clock,
+    }),
+    revocations: new DynamoRevocationStore({
       client: res.dynamodb,
       tableName: res.tables.sessions,
       clock,

@@ -38,6 +38,7 @@ async function stack() {
     jwtSecret: 'jwt',
     streamsSecret: 'streams',
     publicStreams: true,
+    publicStreamPrefix: '',
   };
   const { broker, gateway } = composeRealtime(
     { store, api, sessions, config },

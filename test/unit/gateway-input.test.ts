@@ -37,6 +37,7 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
     jwtSecret: JWT_SECRET,
     streamsSecret: STREAMS_SECRET,
     publicStreams: true,
+    publicStreamPrefix: '',
     ...overrides,
   };
   let sids = 0;

@@ -8,6 +8,7 @@ import {
   defaultGatewayConfig,
   Fanout,
   type GatewayConfig,
+  MemoryRevocationStore,
   signStreamName,
 } from '../../lib/core';
 import {
@@ -39,6 +40,8 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
     ...defaultGatewayConfig(),
     jwtSecret: JWT_SECRET,
     streamsSecret: STREAMS_SECRET,
+    // Any public name, as AnyCable; the public prefix has tests of its own.
+    publicStreamPrefix: '',
     ...overrides,
   };
   let sids = 0;
@@ -99,6 +102,7 @@ function setup(overrides: Partial<GatewayConfig> = {}) {
 gatewaySessionContract('MemoryConnectionStore + MemoryBroker', async ({ clock }) => ({
   store: new MemoryConnectionStore(),
   sessions: new MemorySessionCache({ clock }),
+  revocations: new MemoryRevocationStore(),
   broker: (broadcaster, sessions) => new MemoryBroker({ broadcaster, sessions, clock }),
 }));
 
@@ -415,7 +419,7 @@ describe('Gateway: broadcasts', () => {
     for (let i = 0; i < 40; i++) {
       await store.addSubscription({ connectionId: `c${i}`, stream: 's', identifier: 'i' });
     }
-    const sessions = { finishSession: async () => {} };
+    const sessions = { finishSession: async () => {}, updateSession: async () => false };
     await new Fanout({ store, api, sessions, concurrency: 7 }).broadcast({
       stream: 's',
       data: '1',
@@ -818,6 +822,8 @@ describe('configFromEnv', () => {
       LAMBDACABLE_BROADCAST_KEY: '',
       LAMBDACABLE_BROADCAST_KEY_PREVIOUS: '2'.repeat(32),
       LAMBDACABLE_PUBLIC_STREAMS: 'true',
+      LAMBDACABLE_PUBLIC_STREAM_PREFIX: 'open/',
+      LAMBDACABLE_MAX_SUBSCRIPTIONS: '16',
       LAMBDACABLE_ALLOW_ANONYMOUS: 'TRUE',
       LAMBDACABLE_WHISPER_ON_SIGNED: '1',
       LAMBDACABLE_MAX_FRAME_BYTES: '1024',
@@ -845,6 +851,8 @@ describe('configFromEnv', () => {
       streamsPreviousSecret: '1'.repeat(32),
       broadcastPreviousKey: '2'.repeat(32),
       publicStreams: true,
+      publicStreamPrefix: 'open/',
+      maxSubscriptions: 16,
       allowAnonymous: true,
       whisperOnSigned: true,
       maxFrameBytes: 1024,
@@ -879,6 +887,8 @@ describe('configFromEnv', () => {
     ['LAMBDACABLE_STREAM_META_TTL', '1.5'],
     ['LAMBDACABLE_JWT_MAX_AGE', '0'],
     ['LAMBDACABLE_JWT_MAX_AGE', 'a day'],
+    ['LAMBDACABLE_MAX_SUBSCRIPTIONS', '0'],
+    ['LAMBDACABLE_MAX_SUBSCRIPTIONS', '1.5'],
   ])('throws a ConfigError naming %s=%s', (variable, value) => {
     const error = (() => {
       try {

@@ -27,7 +27,7 @@ function setup({ storeLagMs = 0 } = {}) {
       store,
       api,
       sessions,
-      config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true },
+      config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true, publicStreamPrefix: '' },
       clock,
       logger,
     },

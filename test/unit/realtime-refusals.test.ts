@@ -28,6 +28,7 @@ import { EXT, pubsub, STREAMS_SECRET } from '../helpers/gateway';
 const streams: StreamsConfig = {
   streamsSecret: STREAMS_SECRET,
   publicStreams: true,
+  publicStreamPrefix: '',
   whisperOnSigned: false,
 };
 
@@ -236,7 +237,7 @@ describe('composeRealtime', () => {
         api,
         sessions,
         clock,
-        config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true },
+        config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true, publicStreamPrefix: '' },
         newSid: () => `sid-${++sids}`,
       },
       (broadcaster, cache) => new MemoryBroker({ broadcaster, sessions: cache, clock }),

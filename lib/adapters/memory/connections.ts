@@ -7,6 +7,7 @@ import type {
   SliceRead,
   SubscriberSlice,
   Subscription,
+  SubscriptionAdd,
 } from '../../realtime/connections.js';
 import { bucketOf, MIN_BUCKETS } from '../../realtime/partitions.js';
 import { isSpread, MAX_SPREAD, shardOf, subscriberSortKey } from '../../realtime/spread.js';
@@ -69,30 +70,38 @@ export class MemoryConnectionStore implements ConnectionStore {
       .filter((c) => c.identity === identity);
   }
 
-  async addSubscription(subscription: Subscription): Promise<boolean> {
+  async addSubscription(subscription: Subscription, limit?: number): Promise<SubscriptionAdd> {
     // B first: what follows runs without a pause, so exactly one of concurrent adds wins.
     const bucket = await this.bucketOf(subscription.connectionId);
     const subs = this.subscriptions.get(subscription.connectionId) ?? new Map();
-    const key = `${subscription.stream}\u0000${subscription.identifier}`;
-    if (subs.has(key)) return false;
+    const held = subs.get(subscription.stream)?.subscription;
+    if (held) return held.identifier === subscription.identifier ? 'subscribed' : 'stream_taken';
+    if (limit !== undefined) {
+      if (!this.connections.has(subscription.connectionId)) return 'gone';
+      if (subs.size >= limit) return 'limit';
+    }
     const spread = this.spreads.get(subscription.stream) ?? 1;
     const shardKey = `${subscription.stream}#${shardOf(subscription.connectionId, spread)}`;
-    subs.set(key, { subscription, changedAt: this.clock.now(), shard: shardKey, bucket });
+    subs.set(subscription.stream, {
+      subscription,
+      changedAt: this.clock.now(),
+      shard: shardKey,
+      bucket,
+    });
     this.subscriptions.set(subscription.connectionId, subs);
     const shard = this.shards.get(shardKey) ?? { entries: new Map(), sorted: undefined };
-    shard.entries.set(`${subscription.connectionId}\u0000${subscription.identifier}`, {
+    shard.entries.set(subscription.connectionId, {
       sort: subscriberSortKey(subscription.connectionId),
       subscription,
     });
     shard.sorted = undefined;
     this.shards.set(shardKey, shard);
-    return true;
+    return 'added';
   }
 
   private unplace(placed: { subscription: Subscription; shard: string }): void {
     const shard = this.shards.get(placed.shard);
-    const { connectionId, identifier } = placed.subscription;
-    if (shard?.entries.delete(`${connectionId}\u0000${identifier}`)) shard.sorted = undefined;
+    if (shard?.entries.delete(placed.subscription.connectionId)) shard.sorted = undefined;
     if (shard?.entries.size === 0) this.shards.delete(placed.shard);
   }
 
@@ -100,13 +109,19 @@ export class MemoryConnectionStore implements ConnectionStore {
     connectionId: string,
     stream: string,
     identifier: string,
-  ): Promise<void> {
+  ): Promise<boolean> {
     const subs = this.subscriptions.get(connectionId);
-    const placed = subs?.get(`${stream}\u0000${identifier}`);
-    if (placed) this.unplace(placed);
-    const removed = subs?.delete(`${stream}\u0000${identifier}`);
+    const placed = subs?.get(stream);
+    if (!placed || placed.subscription.identifier !== identifier) return false;
+    this.unplace(placed);
+    subs!.delete(stream);
     const connection = this.connections.get(connectionId);
-    if (removed && connection) connection.changedAt = this.clock.now();
+    if (connection) connection.changedAt = this.clock.now();
+    return true;
+  }
+
+  async subscriptionOf(connectionId: string, stream: string): Promise<Subscription | undefined> {
+    return this.subscriptions.get(connectionId)?.get(stream)?.subscription;
   }
 
   async subscriptionsOf(connectionId: string): Promise<Subscription[]> {

@@ -5,8 +5,20 @@ import type {
   Subscription,
 } from '../../../realtime/connections.js';
 
-/** The sort key of a subscription item: `s#<stream>#<identifier>`. */
-export function subscriptionKey(stream: string, identifier: string): string {
+/**
+ * The sort key of a subscription item: `s#<stream>`, one per stream per connection (the
+ * identifier that holds it is an attribute).
+ */
+export function subscriptionKey(stream: string): string {
+  return `s#${stream}`;
+}
+
+/**
+ * The sort key subscriptions had before one stream meant one subscription per connection:
+ * `s#<stream>#<identifier>`. Items under it live until their connection ends (3 h at most),
+ * are read and removed like the others, but are not counted against the limit.
+ */
+export function legacySubscriptionKey(stream: string, identifier: string): string {
   return `s#${stream}#${identifier}`;
 }
 

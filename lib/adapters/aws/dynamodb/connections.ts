@@ -1,23 +1,17 @@
 import {
   BatchWriteItemCommand,
-  ConditionalCheckFailedException,
-  DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
   paginateQuery,
   type QueryCommandInput,
-  UpdateItemCommand,
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { AwsResourceError } from '../../../kernel/errors.js';
 import {
   checkKeyBytes,
   MAX_CONNECTION_ID_BYTES,
-  MAX_IDENTIFIER_BYTES,
   MAX_IDENTITY_BYTES,
-  MAX_STREAM_BYTES,
   utf8Bytes,
 } from '../../../kernel/limits.js';
 import type {
@@ -27,11 +21,13 @@ import type {
   SliceRead,
   SubscriberSlice,
   Subscription,
+  SubscriptionAdd,
 } from '../../../realtime/connections.js';
 import { bucketOf, MIN_BUCKETS } from '../../../realtime/partitions.js';
 import { awsCall } from '../call.js';
-import { subscriptionKey, toChange, toConnection, toSubscription } from './connection-items.js';
+import { toChange, toConnection, toSubscription } from './connection-items.js';
 import { StreamShards } from './stream-shards.js';
+import { SubscriptionWrites } from './subscription-writes.js';
 
 /**
  * The GSI from a stream's shard to its subscribers: key (`fanKey` = `<stream>#<shard>`,
@@ -71,13 +67,14 @@ export interface DynamoConnectionStoreOptions {
 
 /**
  * Connections in the `connections` table: `pk` = `c#<id>`, `sk` = `c` for the
- * connection, `s#<stream>#<identifier>` for each subscription; the `byStream` index lists
+ * connection (with `subs`, its count of subscriptions), `s#<stream>` for each subscription; the `byStream` index lists
  * a stream's subscribers (a paginated Query), `byIdentity` an identity's connections and
  * `byBucket` both kinds of item by their `since` (ms stored or changed).
  */
 export class DynamoConnectionStore implements ConnectionStore {
   private readonly shards: StreamShards;
   private readonly buckets: () => Promise<number>;
+  private readonly writes: SubscriptionWrites;
 
   constructor(private readonly options: DynamoConnectionStoreOptions) {
     this.shards = new StreamShards({
@@ -89,6 +86,11 @@ export class DynamoConnectionStore implements ConnectionStore {
       itemTtlSeconds: ITEM_TTL_SECONDS,
     });
     this.buckets = options.buckets ?? (async () => MIN_BUCKETS);
+    this.writes = new SubscriptionWrites(
+      { client: options.client, tableName: options.tableName, itemTtlSeconds: ITEM_TTL_SECONDS },
+      this.shards,
+      this.buckets,
+    );
   }
 
   /** Throws {@link LimitExceededError} for a connection id or identity over its limit. */
@@ -152,115 +154,37 @@ export class DynamoConnectionStore implements ConnectionStore {
   }
 
   /**
-   * Stores the subscription unless it is stored already (a conditional put): returns whether
-   * this call stored it. Throws {@link LimitExceededError} for a key part over its limit.
+   * Stores the subscription unless the connection holds its stream already, and with `limit`
+   * unless it holds as many ({@link SubscriptionWrites.addSubscription}). Throws
+   * {@link LimitExceededError} for a key part over its limit.
    */
-  async addSubscription(s: Subscription): Promise<boolean> {
-    checkKeyBytes('connection id', s.connectionId, MAX_CONNECTION_ID_BYTES);
-    checkKeyBytes('stream name', s.stream, MAX_STREAM_BYTES);
-    checkKeyBytes('identifier', s.identifier, MAX_IDENTIFIER_BYTES);
-    return this.shards.place(s.stream, s.connectionId, (keys) => this.putSubscription(s, keys));
+  addSubscription(s: Subscription, limit?: number): Promise<SubscriptionAdd> {
+    return this.writes.addSubscription(s, limit);
   }
 
-  private async putSubscription(
-    s: Subscription,
-    keys: { fanKey: string; fanSort: string },
-  ): Promise<boolean> {
-    const bucket = bucketOf(s.connectionId, await this.buckets());
-    const item = marshall(
-      {
-        pk: `c#${s.connectionId}`,
-        sk: subscriptionKey(s.stream, s.identifier),
-        connectionId: s.connectionId,
-        stream: s.stream,
-        identifier: s.identifier,
-        whisper: s.whisper ?? false,
-        // Fan-out posts with it, without reading the connection item.
-        endpoint: s.endpoint,
-        ...keys,
-        bucket: `b${bucket}`,
-        since: Date.now(),
-        expiresAt: Math.floor(Date.now() / 1000) + ITEM_TTL_SECONDS,
-      },
-      { removeUndefinedValues: true },
-    );
-    try {
-      await this.call('PutItem', s.connectionId, () =>
-        this.options.client.send(
-          new PutItemCommand({
-            TableName: this.options.tableName,
-            Item: item,
-            ConditionExpression: 'attribute_not_exists(pk)',
-          }),
-        ),
-      );
-      return true;
-    } catch (error) {
-      if ((error as AwsResourceError).cause instanceof ConditionalCheckFailedException)
-        return false;
-      throw error;
-    }
+  removeSubscription(connectionId: string, stream: string, identifier: string): Promise<boolean> {
+    return this.writes.removeSubscription(connectionId, stream, identifier);
   }
 
-  async removeSubscription(
-    connectionId: string,
-    stream: string,
-    identifier: string,
-  ): Promise<void> {
-    if (
-      utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES ||
-      utf8Bytes(stream) > MAX_STREAM_BYTES ||
-      utf8Bytes(identifier) > MAX_IDENTIFIER_BYTES
-    ) {
-      return; // never stored
-    }
-    const out = await this.call('DeleteItem', connectionId, () =>
-      this.options.client.send(
-        new DeleteItemCommand({
-          TableName: this.options.tableName,
-          Key: { pk: { S: `c#${connectionId}` }, sk: { S: subscriptionKey(stream, identifier) } },
-          ReturnValues: 'ALL_OLD',
-        }),
-      ),
-    );
-    if (out.Attributes) await this.touchConnection(connectionId);
-  }
-
-  /**
-   * Marks a connection changed (its `since` now), so that {@link changesSince} reports it;
-   * a connection that is gone stays gone (the update never creates an item).
-   */
-  private async touchConnection(connectionId: string): Promise<void> {
-    try {
-      await this.call('UpdateItem', connectionId, () =>
-        this.options.client.send(
-          new UpdateItemCommand({
-            TableName: this.options.tableName,
-            Key: { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
-            UpdateExpression: 'SET #since = :now',
-            ConditionExpression: 'attribute_exists(pk)',
-            ExpressionAttributeNames: { '#since': 'since' },
-            ExpressionAttributeValues: { ':now': { N: String(Date.now()) } },
-          }),
-        ),
-      );
-    } catch (error) {
-      if ((error as AwsResourceError).cause instanceof ConditionalCheckFailedException) return;
-      throw error;
-    }
+  subscriptionOf(connectionId: string, stream: string): Promise<Subscription | undefined> {
+    return this.writes.subscriptionOf(connectionId, stream);
   }
 
   async subscriptionsOf(connectionId: string): Promise<Subscription[]> {
     const out: Subscription[] = [];
     if (utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES) return out;
-    for await (const items of this.query(connectionId, {
-      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :s)',
-      ExpressionAttributeValues: { ':pk': { S: `c#${connectionId}` }, ':s': { S: 's#' } },
-      ConsistentRead: true,
-    })) {
+    for await (const items of this.subscriptionItems(connectionId)) {
       out.push(...items.map(toSubscription));
     }
     return out;
+  }
+
+  private subscriptionItems(connectionId: string): AsyncIterable<Record<string, unknown>[]> {
+    return this.query(connectionId, {
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :s)',
+      ExpressionAttributeValues: { ':pk': { S: `c#${connectionId}` }, ':s': { S: 's#' } },
+      ConsistentRead: true,
+    });
   }
 
   subscribersOf(stream: string, pageSize = 100): AsyncIterable<Subscription[]> {
@@ -276,14 +200,17 @@ export class DynamoConnectionStore implements ConnectionStore {
   }
 
   async removeConnection(connectionId: string): Promise<Subscription[]> {
-    const subs = await this.subscriptionsOf(connectionId);
-    const keys = [
-      { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
-      ...subs.map((s) => ({
-        pk: { S: `c#${connectionId}` },
-        sk: { S: subscriptionKey(s.stream, s.identifier) },
-      })),
-    ];
+    const subs: Subscription[] = [];
+    const keys = [{ pk: { S: `c#${connectionId}` }, sk: { S: 'c' } }];
+    if (utf8Bytes(connectionId) <= MAX_CONNECTION_ID_BYTES) {
+      // Each item by its own sort key: this version's and earlier versions' alike.
+      for await (const items of this.subscriptionItems(connectionId)) {
+        for (const item of items) {
+          subs.push(toSubscription(item));
+          keys.push({ pk: { S: `c#${connectionId}` }, sk: { S: String(item.sk) } });
+        }
+      }
+    }
     for (let i = 0; i < keys.length; i += 25) {
       let requests: WriteRequest[] = keys
         .slice(i, i + 25)
