@@ -196,6 +196,12 @@ export {
   PUBSUB_CHANNEL,
 } from './realtime/protocol.js';
 export {
+  resolveSecrets,
+  type SecretReference,
+  type SecretSettings,
+  secretSettings,
+} from './realtime/secret-settings.js';
+export {
   type ConnectTokenClaims,
   createConnectToken,
   signStreamName,
