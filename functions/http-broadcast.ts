@@ -8,12 +8,8 @@ import {
   parseBroadcastRequest,
   RemoteCommandEvent,
 } from '../lib/core';
-import {
-  type runtime,
-  codec as runtimeCodec,
-  producer as runtimeProducer,
-  withSecrets,
-} from './runtime';
+import { type runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
+import { withSecrets } from './secrets';
 
 /**
  * AnyCable's HTTP broadcast API, `POST /_broadcast` with `Authorization: Bearer <key>`.

@@ -10,9 +10,7 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { SSMClient } from '@aws-sdk/client-ssm';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import {
   DELIVER_FUNCTION_VARIABLE,
@@ -26,7 +24,6 @@ import {
 } from '../infra/deploy/definitions';
 import {
   ApiGatewayConnectionApi,
-  AwsSecrets,
   type ConsumedMessage,
   consumeSqsBatch,
   DynamoAckStore,
@@ -55,16 +52,13 @@ import {
   type Delivery,
   type DeliveryCounts,
   type EventType,
-  errorMessage,
   type Gateway,
   type GatewayConfig,
   LegacyBroker,
   PingerRuns,
   type Realtime,
   RemoteCommandEvent,
-  resolveSecrets,
   type SessionCache,
-  secretSettings,
 } from '../lib/core';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -102,9 +96,8 @@ const CLIENT_DEFAULTS = { cacheMiddleware: true } as const;
 
 let base: Runtime | undefined;
 const parts = new Map<string, unknown>();
-/** `process.env` with the secrets {@link withSecrets} read from their stores. */
+/** `process.env` with the secrets read from their stores (functions/secrets.ts). */
 let withSecretValues: Env | undefined;
-let secrets: AwsSecrets | undefined;
 
 /** Builds a part once per instance. */
 function part<T>(name: string, build: (rt: Runtime) => T): T {
@@ -113,12 +106,16 @@ function part<T>(name: string, build: (rt: Runtime) => T): T {
 }
 
 /**
- * The runtime of this Lambda instance, built from `process.env` (with the secrets
- * {@link withSecrets} read) on first use.
+ * The runtime of this Lambda instance, built from `process.env` (with the secrets read from
+ * their stores, functions/secrets.ts) on first use.
  */
 export function runtime(): Runtime {
   if (!base) {
-    if (!withSecretValues && secretSettings(process.env).references.length > 0) {
+    // A cheap check (secretSettings would grow every bundle): a LAMBDACABLE_*_PARAM is set.
+    const named = Object.keys(process.env).some(
+      (k) => k.startsWith('LAMBDACABLE_') && k.endsWith('_PARAM') && process.env[k],
+    );
+    if (!withSecretValues && named) {
       throw new ConfigError(
         'this function reads its secrets from their stores (LAMBDACABLE_*_PARAM): its handler awaits withSecrets() before anything else',
         { variable: 'LAMBDACABLE_*_PARAM' },
@@ -130,44 +127,16 @@ export function runtime(): Runtime {
 }
 
 /**
- * Reads the secrets this function's environment names by parameter (`LAMBDACABLE_*_PARAM`:
- * SSM Parameter Store or Secrets Manager) at the first invocation, and again once
- * `LAMBDACABLE_SECRETS_MAX_AGE` has passed; within it, nothing is called. A value that changed
- * (a rotation) rebuilds the runtime and its parts, so that the next requests are checked with
- * it. The handlers of the functions that hold a secret await it first. With no parameter (the
- * values set directly: `npm start`, tests) it reads nothing.
+ * Uses `env`, the process environment with the secrets `withSecrets` read from their stores
+ * (functions/secrets.ts): when one of `variables` differs from what the runtime was built
+ * with (a rotation), the runtime and its parts are built again over it.
  */
-export async function withSecrets(): Promise<Runtime> {
-  const env = process.env;
-  const settings = secretSettings(env);
-  if (settings.references.length === 0) return runtime();
-  const recorded = <C>(client: C): C =>
-    recordAwsCalls(
-      client,
-      env.LAMBDACABLE_AWS_CALL_LOG || undefined,
-      env.AWS_LAMBDA_FUNCTION_NAME ?? 'unknown',
-    );
-  // The SDK's own AWS_ENDPOINT_URL_SSM and AWS_ENDPOINT_URL_SECRETS_MANAGER point them elsewhere.
-  secrets ??= new AwsSecrets({
-    ssm: recorded(new SSMClient(CLIENT_DEFAULTS)),
-    secretsManager: recorded(new SecretsManagerClient(CLIENT_DEFAULTS)),
-    maxAge: settings.maxAge,
-    onStale: (reference, error) =>
-      runtime().logger.warn('secret not read again: the value read before is used', {
-        variable: reference.variable,
-        parameter: reference.id,
-        error: errorMessage(error),
-      }),
-  });
-  const reader = secrets;
-  const resolved = await resolveSecrets(env, settings, (r) => reader.read(r));
+export function useSecrets(env: Env, variables: readonly string[]): void {
   const before = withSecretValues;
-  if (!before || settings.references.some((r) => resolved[r.variable] !== before[r.variable])) {
-    withSecretValues = resolved;
-    base = undefined;
-    parts.clear();
-  }
-  return runtime();
+  if (before && variables.every((v) => env[v] === before[v])) return;
+  withSecretValues = env;
+  base = undefined;
+  parts.clear();
 }
 
 /** Builds the base runtime from an environment; throws a clear error when a setting is missing. */

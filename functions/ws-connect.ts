@@ -1,7 +1,8 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
 import type { ConnectResult } from '../lib/core';
 import { errorMessage } from '../lib/core';
-import { gateway, withSecrets } from './runtime';
+import { gateway } from './runtime';
+import { withSecrets } from './secrets';
 
 /**
  * `$connect`: negotiates the subprotocol, identifies the client and stores the connection.

@@ -1,5 +1,6 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
-import { gateway, withSecrets } from './runtime';
+import { gateway } from './runtime';
+import { withSecrets } from './secrets';
 
 /** `$default`: every client frame (subscribe, history, whisper, ...). */
 export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayProxyResult> => {
