@@ -115,11 +115,11 @@ describe('IAM sufficiency check', () => {
       ...read('pinger', '/lambdacable/local/broadcast-key'),
       ...read('wsConnect', '/lambdacable/local/other'),
     ]);
-    expect(denied.map((d) => `${d.function} ${d.resource.split(':').pop()}`)).toEqual([
-      'wsDefault parameter/lambdacable/local/jwt-secret',
+    expect(denied.map((d) => `${d.function} ${d.resource.split(':').pop()}`).sort()).toEqual([
       'httpBroadcast parameter/lambdacable/local/streams-secret',
       'pinger parameter/lambdacable/local/broadcast-key',
       'wsConnect parameter/lambdacable/local/other',
+      'wsDefault parameter/lambdacable/local/jwt-secret',
     ]);
   });
 
