@@ -8,7 +8,8 @@ import {
   parseBroadcastRequest,
   RemoteCommandEvent,
 } from '../lib/core';
-import { runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
+import { type runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
+import { withSecrets } from './secrets';
 
 /**
  * AnyCable's HTTP broadcast API, `POST /_broadcast` with `Authorization: Bearer <key>`.
@@ -16,7 +17,7 @@ import { runtime, codec as runtimeCodec, producer as runtimeProducer } from './r
  * get offsets from the same sequence.
  */
 export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyResultV2> => {
-  const { config, logger } = runtime();
+  const { config, logger } = await withSecrets();
   const authorization = event.headers?.authorization ?? event.headers?.Authorization;
   if (!hasBroadcastKey(authorization, [config.broadcastKey, config.broadcastPreviousKey])) {
     logger.warn('broadcast refused: missing or wrong key');

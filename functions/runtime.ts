@@ -98,6 +98,8 @@ const CLIENT_DEFAULTS = { cacheMiddleware: true } as const;
 
 let base: Runtime | undefined;
 const parts = new Map<string, unknown>();
+/** `process.env` with the secrets read from their stores (functions/secrets.ts). */
+let withSecretValues: Env | undefined;
 
 /** Builds a part once per instance. */
 function part<T>(name: string, build: (rt: Runtime) => T): T {
@@ -105,10 +107,38 @@ function part<T>(name: string, build: (rt: Runtime) => T): T {
   return parts.get(name) as T;
 }
 
-/** The runtime of this Lambda instance, built from `process.env` on first use. */
+/**
+ * The runtime of this Lambda instance, built from `process.env` (with the secrets read from
+ * their stores, functions/secrets.ts) on first use.
+ */
 export function runtime(): Runtime {
-  base ??= buildRuntime(process.env);
+  if (!base) {
+    // A cheap check (secretSettings would grow every bundle): a LAMBDACABLE_*_PARAM is set.
+    const named = Object.keys(process.env).some(
+      (k) => k.startsWith('LAMBDACABLE_') && k.endsWith('_PARAM') && process.env[k],
+    );
+    if (!withSecretValues && named) {
+      throw new ConfigError(
+        'this function reads its secrets from their stores (LAMBDACABLE_*_PARAM): its handler awaits withSecrets() before anything else',
+        { variable: 'LAMBDACABLE_*_PARAM' },
+      );
+    }
+    base = buildRuntime(withSecretValues ?? process.env);
+  }
   return base;
+}
+
+/**
+ * Uses `env`, the process environment with the secrets `withSecrets` read from their stores
+ * (functions/secrets.ts): when one of `variables` differs from what the runtime was built
+ * with (a rotation), the runtime and its parts are built again over it.
+ */
+export function useSecrets(env: Env, variables: readonly string[]): void {
+  const before = withSecretValues;
+  if (before && variables.every((v) => env[v] === before[v])) return;
+  withSecretValues = env;
+  base = undefined;
+  parts.clear();
 }
 
 /** Builds the base runtime from an environment; throws a clear error when a setting is missing. */

@@ -1,7 +1,8 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
 import type { ConnectResult } from '../lib/core';
 import { errorMessage } from '../lib/core';
-import { gateway, runtime } from './runtime';
+import { gateway } from './runtime';
+import { withSecrets } from './secrets';
 
 /**
  * `$connect`: negotiates the subprotocol, identifies the client and stores the connection.
@@ -9,7 +10,7 @@ import { gateway, runtime } from './runtime';
  * disconnect) is delivered by the pinger, which reads new connections a few times a second.
  */
 export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayProxyResult> => {
-  const rt = runtime();
+  const rt = await withSecrets();
   const connectionId = event.requestContext.connectionId!;
   const endpoint = rt.managementEndpoint(event.requestContext);
   let result: ConnectResult;

@@ -1,9 +1,10 @@
 import type { APIGatewayProxyEvent, APIGatewayProxyResult } from 'aws-lambda';
-import { gateway, runtime } from './runtime';
+import { gateway } from './runtime';
+import { withSecrets } from './secrets';
 
 /** `$default`: every client frame (subscribe, history, whisper, ...). */
 export const handler = async (event: APIGatewayProxyEvent): Promise<APIGatewayProxyResult> => {
-  const rt = runtime();
+  const rt = await withSecrets();
   await gateway().receive(
     event.requestContext.connectionId!,
     event.body ?? '',

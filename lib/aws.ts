@@ -65,6 +65,7 @@ export {
   LambdaTaskRunner,
   type LambdaTaskRunnerOptions,
 } from './adapters/aws/lambda/task-runner.js';
+export { AwsSecrets, type AwsSecretsOptions } from './adapters/aws/secrets.js';
 export {
   type BatchConsumerOptions,
   type ConsumedMessage,

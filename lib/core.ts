@@ -204,6 +204,12 @@ export {
   revocationKey,
 } from './realtime/revocations.js';
 export {
+  resolveSecrets,
+  type SecretReference,
+  type SecretSettings,
+  secretSettings,
+} from './realtime/secret-settings.js';
+export {
   type ConnectTokenClaims,
   createConnectToken,
   signStreamName,

@@ -20,6 +20,12 @@ import {
   tables,
 } from './definitions';
 import { DEFAULT_MONITORING, type MonitoringSettings, monitoring } from './monitoring';
+import {
+  defaultSecretParameters,
+  type SecretParameters,
+  type SecretVariable,
+  secretStatements,
+} from './secrets';
 
 /** The relay's metric of records it cannot send (alarmed at 1). */
 export const RELAY_REFUSED_METRIC = 'relayRefusedRecords';
@@ -89,6 +95,11 @@ export type Permission =
   | { readonly queues: 'all' | readonly string[]; readonly actions: readonly string[] }
   | { readonly relayFailures: true }
   | { readonly manageConnections: true }
+  /**
+   * Reads these secrets from their parameters (`ssm:GetParameter` or
+   * `secretsmanager:GetSecretValue`); the function gets their `…_PARAM` variables.
+   */
+  | { readonly secrets: readonly SecretVariable[] }
   /** `lambda:InvokeFunction` on these functions (keys in `serverless.yml`). */
   | { readonly invoke: readonly string[] }
   /**
@@ -116,6 +127,17 @@ const CONSUME = [
 const DISCONNECT: readonly Permission[] = [
   { table: 'connections', actions: [GET, QUERY, BATCH_WRITE] },
   { table: 'sessions', actions: [UPDATE] },
+];
+
+/** Connect tokens' keys, current and previous. */
+const JWT_SECRETS: readonly SecretVariable[] = [
+  'LAMBDACABLE_JWT_SECRET',
+  'LAMBDACABLE_JWT_SECRET_PREVIOUS',
+];
+/** Signed stream names' keys, current and previous. */
+const STREAMS_SECRETS: readonly SecretVariable[] = [
+  'LAMBDACABLE_STREAMS_SECRET',
+  'LAMBDACABLE_STREAMS_SECRET_PREVIOUS',
 ];
 
 /** The permissions of every function in `serverless.yml`, by function name. */
@@ -159,9 +181,11 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // Stores the connection and, on a restore, its subscriptions (placed by their stream's
   // spread, which a throttled write widens) and session; reads the pinger layout (B of the
   // buckets it writes to) once a minute.
+  // Verifies connect tokens; authorizes a restored session's signed streams again.
   wsConnect: [
     { table: 'connections', actions: [GET, PUT, UPDATE] },
     { table: 'sessions', actions: [GET, PUT] },
+    { secrets: [...JWT_SECRETS, ...STREAMS_SECRETS] },
   ],
   wsDisconnect: DISCONNECT,
   // Subscribe and unsubscribe (which marks the connection changed for the pinger), history,
@@ -175,8 +199,10 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { table: 'sessions', actions: [GET, PUT, UPDATE] },
     { table: 'history', actions: [GET, QUERY] },
     { manageConnections: true },
+    { secrets: STREAMS_SECRETS },
   ],
   httpBroadcast: [
+    { secrets: ['LAMBDACABLE_BROADCAST_KEY', 'LAMBDACABLE_BROADCAST_KEY_PREVIOUS'] },
     { table: 'outbox', actions: [BATCH_WRITE] },
     // Registers the broadcast schemas on first use: a subject version, the hash and the id
     // in one transaction, the id from a counter.
@@ -212,6 +238,16 @@ export function consumerPermissions(group: ConsumerGroupDefinition): readonly Pe
     ...(group.ackStore ? [{ table: 'acks' as const, actions: [GET, UPDATE] }] : []),
     ...(group.permissions ?? []),
   ];
+}
+
+/** The secrets a function reads (its `secrets` permissions). */
+export function functionSecrets(
+  key: string,
+  groups: readonly ConsumerGroupDefinition[] = defaultGroups,
+): SecretVariable[] {
+  return (allFunctionPermissions(groups)[key] ?? []).flatMap((p) =>
+    'secrets' in p ? p.secrets : [],
+  );
 }
 
 /** Every function's permissions: the built-in functions and each consumer group's. */
@@ -271,6 +307,11 @@ export interface CloudFormationOptions {
   readonly consumerGroups?: readonly ConsumerGroupDefinition[];
   /** Alarm thresholds and where they go. @default {@link DEFAULT_MONITORING} */
   readonly monitoring?: MonitoringSettings;
+  /**
+   * Where each secret is stored (`custom.secrets`): the functions that read one may read
+   * exactly that parameter. @default {@link defaultSecretParameters} of the stage
+   */
+  readonly secrets?: SecretParameters;
 }
 
 /**
@@ -428,6 +469,12 @@ function statement(
 ): Json | Json[] {
   if ('resources' in p) {
     return { Effect: 'Allow', Action: [...p.actions], Resource: [...p.resources] };
+  }
+  if ('secrets' in p) {
+    return secretStatements(
+      p.secrets,
+      options.secrets ?? defaultSecretParameters(options.stage ?? 'dev'),
+    );
   }
   if ('invoke' in p) {
     return {

@@ -1,6 +1,6 @@
 // Bridges serverless.yml to the TypeScript definitions in infra/deploy/ (the one source of the
 // tables, queues, roles, consumer functions and alarms): `${file(./infra/deploy/serverless.cjs):resources}`,
-// `:environment` and `:consumerFunctions`.
+// `:environment`, `:consumerFunctions` and `:secretEnvironment.<function>`.
 // The Serverless Framework loads .cjs files with require(), so tsx compiles the TypeScript.
 const { require: tsxRequire } = require('tsx/cjs/api');
 
@@ -14,6 +14,12 @@ module.exports = async ({ resolveVariable }) => {
   const { monitoringSettings } = tsxRequire('./monitoring.ts', __filename);
   const throttles = await resolveVariable('self:custom.throttling');
   const { stageExtensions, throttleSettings } = tsxRequire('./throttling.ts', __filename);
+  const secretsModule = tsxRequire('./secrets.ts', __filename);
+  const secrets = secretsModule.secretParameters(await resolveVariable('self:custom.secrets'));
+  // A deploy gets each secret's parameter name, never its value; only `serverless offline`
+  // (npm start, where nothing reads SSM) hands the functions the values of its environment.
+  const offline = secretsModule.isOfflineCommand(process.argv.slice(2));
+  if (!offline) warnOfSecretValues(secretsModule.SECRET_KEYS);
   const environment = { ...localOverrides(cfn.functionEnvironment(prefix)), ...settings };
   // Source maps are shipped only when asked for (LAMBDACABLE_SOURCEMAPS=true, as the
   // esbuild section reads it), and only then are they worth Node's slower stack traces.
@@ -31,6 +37,7 @@ module.exports = async ({ resolveVariable }) => {
         stage,
         functionName: (key) => `${prefix}-${key}`,
         monitoring: monitoringSettings(alarms),
+        secrets,
       }),
       // Stage throttling of $connect, $default and POST /_broadcast (infra/deploy/throttling.ts).
       extensions: stageExtensions(throttleSettings(throttles)),
@@ -39,8 +46,29 @@ module.exports = async ({ resolveVariable }) => {
     // The functions of the consumer groups (infra/deploy/consumers.ts), merged into
     // serverless.yml's `functions`.
     consumerFunctions: cfn.consumerFunctions(),
+    // Each function's secret variables: `…_PARAM` names deployed, values under offline.
+    secretEnvironment: Object.fromEntries(
+      ['wsConnect', 'wsDefault', 'httpBroadcast'].map((key) => [
+        key,
+        secretsModule.secretEnvironment(
+          cfn.functionSecrets(key),
+          secrets,
+          offline ? process.env : undefined,
+        ),
+      ]),
+    ),
   };
 };
+
+// Secret values in the deploy environment are not deployed (they used to be): say so.
+function warnOfSecretValues(keys) {
+  const set = Object.values(keys).filter((name) => process.env[name]);
+  if (set.length === 0) return;
+  process.stderr.write(
+    `lambdacable: ${set.join(', ')} ${set.length === 1 ? 'is' : 'are'} set but not deployed: ` +
+      'the functions read secrets from SSM Parameter Store or Secrets Manager (README, Configuration)\n',
+  );
+}
 
 // `npm start` passes the local queue URLs (serverless-offline cannot resolve `Ref`).
 function localOverrides(environment) {

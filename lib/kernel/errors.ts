@@ -167,8 +167,8 @@ export class ProtocolError extends LambdacableError {
 export class ConfigError extends LambdacableError {
   /** The variable or option at fault. */
   readonly variable: string;
-  constructor(message: string, fields: { variable: string }) {
-    super(message);
+  constructor(message: string, fields: { variable: string; cause?: unknown }) {
+    super(message, { cause: fields.cause });
     this.name = 'ConfigError';
     this.variable = fields.variable;
   }

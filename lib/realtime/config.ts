@@ -278,14 +278,22 @@ export const MIN_SECRET_BYTES = 32;
 function key(env: Env, name: string): string | undefined {
   const value = text(env, name);
   if (value === undefined) return undefined;
+  checkSecretKey(name, value);
+  return value;
+}
+
+/**
+ * Throws {@link ConfigError} naming the variable (and, when given, where its value was read
+ * from) when a secret key has fewer than {@link MIN_SECRET_BYTES} bytes; never shows the value.
+ */
+export function checkSecretKey(name: string, value: string, from?: string): void {
   const bytes = Buffer.byteLength(value, 'utf8');
   if (bytes < MIN_SECRET_BYTES) {
     throw new ConfigError(
-      `${name} is ${bytes} bytes, a key needs at least ${MIN_SECRET_BYTES} (256 bits): generate one with \`openssl rand -base64 32\``,
+      `${name}${from ? ` (${from})` : ''} is ${bytes} bytes, a key needs at least ${MIN_SECRET_BYTES} (256 bits): generate one with \`openssl rand -base64 32\``,
       { variable: name },
     );
   }
-  return value;
 }
 
 function text(env: Env, name: string): string | undefined {

@@ -37,6 +37,10 @@ describe('IAM sufficiency check', () => {
     call('outboxRelay', 'SQSClient', 'SendMessageBatch', {
       QueueUrl: 'http://127.0.0.1:9324/000000000000/lambdacable-local-broadcast.fifo',
     }),
+    call('wsConnect', 'SSMClient', 'GetParameter', {
+      Name: '/lambdacable/local/jwt-secret',
+      WithDecryption: true,
+    }),
   ];
   const requestsFor = (template: Template): IamRequest[] => {
     const fns = functionsOf(template);
@@ -64,7 +68,11 @@ describe('IAM sufficiency check', () => {
       'dynamodb:Query',
       'lambda:InvokeFunction',
       'sqs:SendMessage',
+      'ssm:GetParameter',
     ]);
+    expect(requests[7]!.resource).toBe(
+      'arn:aws:ssm:us-east-1:123456789012:parameter/lambdacable/local/jwt-secret',
+    );
     expect(requests[4]!.resource).toMatch(
       /table\/lambdacable-local-connections\/index\/byStreamShard$/,
     );
@@ -90,6 +98,28 @@ describe('IAM sufficiency check', () => {
     ]);
     expect(denied.map((d) => `${d.function} ${d.action}`)).toEqual([
       'wsConnect lambda:InvokeFunction',
+    ]);
+  });
+
+  it("lets each function read only its own secrets' parameters", async () => {
+    const read = (fn: string, name: string) =>
+      requestsOf(call(fn, 'SSMClient', 'GetParameter', { Name: name }), fn);
+    const { denied } = await evaluateRoles(packaged.template, [
+      ...read('wsConnect', '/lambdacable/local/jwt-secret'),
+      ...read('wsConnect', '/lambdacable/local/jwt-secret-previous'),
+      ...read('wsConnect', '/lambdacable/local/streams-secret'),
+      ...read('wsDefault', '/lambdacable/local/streams-secret-previous'),
+      ...read('httpBroadcast', '/lambdacable/local/broadcast-key'),
+      ...read('wsDefault', '/lambdacable/local/jwt-secret'),
+      ...read('httpBroadcast', '/lambdacable/local/streams-secret'),
+      ...read('pinger', '/lambdacable/local/broadcast-key'),
+      ...read('wsConnect', '/lambdacable/local/other'),
+    ]);
+    expect(denied.map((d) => `${d.function} ${d.resource.split(':').pop()}`).sort()).toEqual([
+      'httpBroadcast parameter/lambdacable/local/streams-secret',
+      'pinger parameter/lambdacable/local/broadcast-key',
+      'wsConnect parameter/lambdacable/local/other',
+      'wsDefault parameter/lambdacable/local/jwt-secret',
     ]);
   });
 

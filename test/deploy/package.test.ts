@@ -2,21 +2,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerGroups, tableName, tables } from '../../infra/deploy/definitions';
 import { type ArtifactSize, artifactSizes, BUNDLE_BUDGET_BYTES } from '../../infra/deploy/package';
 import { DEFAULT_THROTTLES, throttleSettings } from '../../infra/deploy/throttling';
-import { type PackagedService, packageService } from '../helpers/package';
+import { type PackagedService, packagedFiles, packageService } from '../helpers/package';
 
 // biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is untyped JSON.
 type Resource = { Type: string; Properties: Record<string, any>; DependsOn?: unknown };
 
-/** The secret each function may read; no other function gets it. */
-const SECRETS: Record<string, string> = {
-  LAMBDACABLE_JWT_SECRET: 'WsConnectLambdaFunction',
-  LAMBDACABLE_STREAMS_SECRET: 'WsDefaultLambdaFunction',
-  LAMBDACABLE_BROADCAST_KEY: 'HttpBroadcastLambdaFunction',
-  // During a rotation, the previous key goes to the same function only.
-  LAMBDACABLE_JWT_SECRET_PREVIOUS: 'WsConnectLambdaFunction',
-  LAMBDACABLE_STREAMS_SECRET_PREVIOUS: 'WsDefaultLambdaFunction',
-  LAMBDACABLE_BROADCAST_KEY_PREVIOUS: 'HttpBroadcastLambdaFunction',
+/** The functions that read each secret; no other function gets its parameter or may read it. */
+const SECRETS: Record<string, string[]> = {
+  LAMBDACABLE_JWT_SECRET: ['WsConnectLambdaFunction'],
+  // $connect authorizes a restored session's signed streams again.
+  LAMBDACABLE_STREAMS_SECRET: ['WsConnectLambdaFunction', 'WsDefaultLambdaFunction'],
+  LAMBDACABLE_BROADCAST_KEY: ['HttpBroadcastLambdaFunction'],
+  // During a rotation, the previous key goes to the same functions only.
+  LAMBDACABLE_JWT_SECRET_PREVIOUS: ['WsConnectLambdaFunction'],
+  LAMBDACABLE_STREAMS_SECRET_PREVIOUS: ['WsConnectLambdaFunction', 'WsDefaultLambdaFunction'],
+  LAMBDACABLE_BROADCAST_KEY_PREVIOUS: ['HttpBroadcastLambdaFunction'],
 };
+
+/** A secret's value in the packaging environment: none may reach the package. */
+const secretValue = (name: string) => `${name.toLowerCase()}-value-0123456789abcdef0123456789`;
 
 describe('serverless package (osls + serverless-esbuild)', () => {
   let packaged: PackagedService;
@@ -28,7 +32,7 @@ describe('serverless package (osls + serverless-esbuild)', () => {
   beforeAll(async () => {
     packaged = await packageService(
       'ci',
-      Object.fromEntries(Object.keys(SECRETS).map((name) => [name, `${name.toLowerCase()}-value`])),
+      Object.fromEntries(Object.keys(SECRETS).map((name) => [name, secretValue(name)])),
     );
     resources = packaged.template.Resources;
     sizes = await artifactSizes(packaged.dir);
@@ -67,16 +71,65 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     }
   });
 
-  it('gives each secret only to the function that needs it', () => {
-    for (const [name, owner] of Object.entries(SECRETS)) {
-      const holders = ofType('AWS::Lambda::Function')
-        .filter(([, fn]) => name in fn.Properties.Environment.Variables)
-        .map(([id]) => id);
-      expect(holders, name).toEqual([owner]);
-      expect(resources[owner]!.Properties.Environment.Variables[name]).toBe(
-        `${name.toLowerCase()}-value`,
+  it('gives each function the parameter names of only the secrets it reads, and lets it read exactly those', () => {
+    const functions = ofType('AWS::Lambda::Function');
+    const ssmGrants = (fn: Resource) =>
+      resources[fn.Properties.Role['Fn::GetAtt'][0]]!.Properties.Policies.flatMap(
+        // biome-ignore lint/suspicious/noExplicitAny: CloudFormation JSON.
+        (p: any) => p.PolicyDocument.Statement,
+      )
+        // biome-ignore lint/suspicious/noExplicitAny: CloudFormation JSON.
+        .filter((s: any) => JSON.stringify(s.Action).includes('ssm:'))
+        // biome-ignore lint/suspicious/noExplicitAny: CloudFormation JSON.
+        .flatMap((s: any) => {
+          expect(s.Action).toEqual(['ssm:GetParameter']);
+          // biome-ignore lint/suspicious/noExplicitAny: CloudFormation JSON.
+          return s.Resource.map((r: any) => r['Fn::Sub'] as string);
+        })
+        .sort();
+    for (const [id, fn] of functions) {
+      const variables = fn.Properties.Environment.Variables;
+      const reads = Object.keys(SECRETS).filter((name) => SECRETS[name]!.includes(id));
+      for (const name of Object.keys(SECRETS)) {
+        // The value is never deployed; the parameter's name only to the functions that read it.
+        expect(variables, `${id} ${name}`).not.toHaveProperty(name);
+        if (reads.includes(name)) {
+          const parameter = `/lambdacable/ci/${name
+            .replace(/^LAMBDACABLE_/, '')
+            .toLowerCase()
+            .replace(/_/g, '-')}`;
+          expect(variables[`${name}_PARAM`], id).toBe(parameter);
+        } else {
+          expect(variables, `${id} ${name}_PARAM`).not.toHaveProperty(`${name}_PARAM`);
+        }
+      }
+      expect(ssmGrants(fn), id).toEqual(
+        reads
+          .map(
+            (name) =>
+              `arn:\${AWS::Partition}:ssm:\${AWS::Region}:\${AWS::AccountId}:parameter${variables[`${name}_PARAM`]}`,
+          )
+          .sort(),
       );
     }
+  });
+
+  it('puts no secret value in any file of the package: templates, state, function bundles', async () => {
+    const files = await packagedFiles(packaged.dir);
+    expect(files.map((f) => f.path)).toEqual(
+      expect.arrayContaining([
+        'cloudformation-template-create-stack.json',
+        'cloudformation-template-update-stack.json',
+        'serverless-state.json',
+        expect.stringMatching(/^wsConnect\.zip!functions\/ws-connect\.mjs$/),
+      ]),
+    );
+    const found = files.flatMap((f) =>
+      Object.keys(SECRETS)
+        .filter((name) => f.content.includes(secretValue(name)))
+        .map((name) => `${f.path}: ${name}`),
+    );
+    expect(found).toEqual([]);
   });
 
   it('creates every table of infra/ with its keys, stream and TTL', () => {

@@ -462,7 +462,19 @@ function framesFor(url: string, ms: number, count = Number.POSITIVE_INFINITY): P
  * Grants the tests above do not reach, each for a path that exists in the code: the IAM
  * test allows these to stay unused and fails on any other unused grant.
  */
+/** Why the secrets' parameters go unread here. */
+const SECRETS_READ =
+  'npm start hands the functions the secret values; test/unit/secrets.test.ts reads parameters';
+
 const NOT_EXERCISED: Readonly<Record<string, string>> = {
+  'wsConnect ssm:GetParameter parameter/lambdacable/local/jwt-secret': SECRETS_READ,
+  'wsConnect ssm:GetParameter parameter/lambdacable/local/jwt-secret-previous': SECRETS_READ,
+  'wsConnect ssm:GetParameter parameter/lambdacable/local/streams-secret': SECRETS_READ,
+  'wsConnect ssm:GetParameter parameter/lambdacable/local/streams-secret-previous': SECRETS_READ,
+  'wsDefault ssm:GetParameter parameter/lambdacable/local/streams-secret': SECRETS_READ,
+  'wsDefault ssm:GetParameter parameter/lambdacable/local/streams-secret-previous': SECRETS_READ,
+  'httpBroadcast ssm:GetParameter parameter/lambdacable/local/broadcast-key': SECRETS_READ,
+  'httpBroadcast ssm:GetParameter parameter/lambdacable/local/broadcast-key-previous': SECRETS_READ,
   'broadcast sqs:ChangeMessageVisibility lambdacable-local-broadcast.fifo':
     'nack back-off and visibility heartbeats (test/integration/consumers.test.ts)',
   'broadcast dynamodb:Query table/lambdacable-local-history':

@@ -169,6 +169,30 @@ export function requestsOf(call: RecordedCall, fn: string): IamRequest[] {
     }
     case 'LambdaClient':
       return [one(`lambda:${call.operation}Function`, functionArn(input.FunctionName))];
+    case 'SSMClient': {
+      // GetParameter takes a name (with or without its leading slash) or an ARN.
+      const name = String(input.Name);
+      return [
+        one(
+          `ssm:${call.operation}`,
+          name.startsWith('arn:')
+            ? name
+            : `arn:aws:ssm:${REGION}:${ACCOUNT}:parameter/${name.replace(/^\//, '')}`,
+        ),
+      ];
+    }
+    case 'SecretsManagerClient': {
+      // A secret's ARN ends in six random characters after its name.
+      const id = String(input.SecretId);
+      return [
+        one(
+          `secretsmanager:${call.operation}`,
+          id.startsWith('arn:')
+            ? id
+            : `arn:aws:secretsmanager:${REGION}:${ACCOUNT}:secret:${id}-AbCdEf`,
+        ),
+      ];
+    }
     default:
       throw new Error(`no IAM mapping for ${call.client}.${call.operation}`);
   }
