@@ -36,7 +36,12 @@ function inMemory() {
       api,
       sessions,
       clock,
-      config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true, publicStreamPrefix: '' },
+      config: {
+        ...defaultGatewayConfig(),
+        allowAnonymous: true,
+        publicStreams: true,
+        publicStreamPrefix: '',
+      },
     },
     (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
   );

@@ -62,7 +62,12 @@ describe('the legacy broker behind the gateway (AnyCable without a broker)', () 
         api,
         sessions,
         clock,
-        config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true, publicStreamPrefix: '' },
+        config: {
+          ...defaultGatewayConfig(),
+          jwtSecret: JWT_SECRET,
+          publicStreams: true,
+          publicStreamPrefix: '',
+        },
         newSid: () => `sid-${++sids}`,
       },
       (broadcaster) => new LegacyBroker({ broadcaster }),

@@ -27,7 +27,12 @@ function setup({ storeLagMs = 0 } = {}) {
       store,
       api,
       sessions,
-      config: { ...defaultGatewayConfig(), jwtSecret: JWT_SECRET, publicStreams: true, publicStreamPrefix: '' },
+      config: {
+        ...defaultGatewayConfig(),
+        jwtSecret: JWT_SECRET,
+        publicStreams: true,
+        publicStreamPrefix: '',
+      },
       clock,
       logger,
     },

@@ -237,7 +237,12 @@ describe('composeRealtime', () => {
         api,
         sessions,
         clock,
-        config: { ...defaultGatewayConfig(), allowAnonymous: true, publicStreams: true, publicStreamPrefix: '' },
+        config: {
+          ...defaultGatewayConfig(),
+          allowAnonymous: true,
+          publicStreams: true,
+          publicStreamPrefix: '',
+        },
         newSid: () => `sid-${++sids}`,
       },
       (broadcaster, cache) => new MemoryBroker({ broadcaster, sessions: cache, clock }),
