@@ -5,6 +5,8 @@
  * parts it uses (esbuild drops the rest) and its cold start builds only those.
  */
 
+import { IdempotencyConfig } from '@aws-lambda-powertools/idempotency';
+import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
@@ -54,6 +56,7 @@ import {
   type EventType,
   type Gateway,
   type GatewayConfig,
+  LambdacableError,
   LegacyBroker,
   PingerRuns,
   type Realtime,
@@ -292,13 +295,61 @@ export function gateway(): Gateway {
   return realtime().gateway;
 }
 
-/** Encodes and decodes events with the schema registry table. */
+/**
+ * Encodes and decodes events with the schema registry table, which no function writes: the
+ * deploy registers the schemas they encode (`infra/deploy/schemas.ts`), so encoding looks an
+ * id up (a `GetItem`) and an unregistered schema is an error, never a registration.
+ */
 export function codec(): AvroCodec {
-  return part(
-    'codec',
-    ({ dynamodb, tables }) =>
-      new AvroCodec(new DynamoSchemaRegistry({ client: dynamodb, tableName: tables.schemas })),
-  );
+  return part('codec', ({ dynamodb, tables }) => {
+    const registry = new DynamoSchemaRegistry({ client: dynamodb, tableName: tables.schemas });
+    return new AvroCodec({
+      register: async (subject, schema) => {
+        const id = await registry.idOf(schema);
+        if (id === undefined) {
+          throw new LambdacableError(
+            `the schema of ${subject} is not in ${tables.schemas}: the deploy registers it (infra/deploy/schemas.ts)`,
+          );
+        }
+        return id;
+      },
+      getById: (id) => registry.getById(id),
+    });
+  });
+}
+
+/** What `makeIdempotent` takes for `POST /_broadcast`'s `Idempotency-Key`. */
+export interface Idempotency {
+  readonly persistenceStore: DynamoDBPersistenceLayer;
+  /** The key at `key`, the body's items at `items` (a repeat must match them). */
+  readonly config: IdempotencyConfig;
+}
+
+/**
+ * The records of `POST /_broadcast`'s `Idempotency-Key` (Powertools Idempotency) in the
+ * `idempotency` table, kept `LAMBDACABLE_IDEMPOTENCY_TTL` seconds. On a DynamoDB client of
+ * its own: Powertools adds a middleware to the client it gets, and the shared client
+ * (`cacheMiddleware`) takes middleware only before its first call.
+ */
+export function idempotency(): Idempotency {
+  return part('idempotency', ({ tables, config, record }) => {
+    const endpoint = process.env.LAMBDACABLE_DYNAMODB_ENDPOINT || undefined;
+    const client = record(
+      new DynamoDBClient({ ...CLIENT_DEFAULTS, ...(endpoint ? { endpoint } : {}) }),
+    );
+    return {
+      persistenceStore: new DynamoDBPersistenceLayer({
+        tableName: tables.idempotency,
+        awsSdkV3Client: client,
+      }),
+      config: new IdempotencyConfig({
+        eventKeyJmesPath: 'key',
+        payloadValidationJmesPath: 'items',
+        expiresAfterSeconds: config.idempotencyTtl,
+        hashFunction: 'sha256',
+      }),
+    };
+  });
 }
 
 /** The stream relay: outbox records → the queues of the groups subscribed to their topic. */

@@ -66,6 +66,7 @@ export {
   MAX_CONNECTION_ID_BYTES,
   MAX_ENVELOPE_OFFSET,
   MAX_IDENTIFIER_BYTES,
+  MAX_IDEMPOTENCY_KEY_CHARS,
   MAX_IDENTITY_BYTES,
   MAX_SID_BYTES,
   MAX_SQS_BODY_BYTES,
@@ -113,6 +114,7 @@ export {
   checkRemoteCommand,
   hasBroadcastKey,
   parseBroadcastRequest,
+  parseIdempotencyKey,
   type RemoteCommand,
   RemoteCommandEvent,
 } from './realtime/broadcasts.js';
