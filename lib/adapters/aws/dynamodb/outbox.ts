@@ -321,7 +321,8 @@ export class OutboxProducer implements CloseableProducer {
       const pk = item.pk?.S ?? '';
       const round = seen.get(pk) ?? 0;
       seen.set(pk, round + 1);
-      (rounds[round] ??= []).push(item);
+      if (round === rounds.length) rounds.push([]);
+      rounds[round]!.push(item);
     });
     for (const round of rounds) {
       for (let i = 0; i < round.length; i += MAX_TRANSACTION_ITEMS) {
