@@ -14,12 +14,8 @@ import {
   parseIdempotencyKey,
   RemoteCommandEvent,
 } from '../lib/core';
-import {
-  idempotency,
-  runtime,
-  codec as runtimeCodec,
-  producer as runtimeProducer,
-} from './runtime';
+import { idempotency } from './idempotency';
+import { runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
 
 type Items = ReturnType<typeof parseBroadcastRequest>;
 type Messages = Awaited<ReturnType<typeof encodeAll>>;

@@ -5,8 +5,6 @@
  * parts it uses (esbuild drops the rest) and its cold start builds only those.
  */
 
-import { IdempotencyConfig } from '@aws-lambda-powertools/idempotency';
-import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
@@ -95,7 +93,7 @@ interface WebSocketAdapters {
  * call recorder is added right after a client is built, before its first call, as the cache
  * requires.
  */
-const CLIENT_DEFAULTS = { cacheMiddleware: true } as const;
+export const CLIENT_DEFAULTS = { cacheMiddleware: true } as const;
 
 let base: Runtime | undefined;
 const parts = new Map<string, unknown>();
@@ -315,40 +313,6 @@ export function codec(): AvroCodec {
       },
       getById: (id) => registry.getById(id),
     });
-  });
-}
-
-/** What `makeIdempotent` takes for `POST /_broadcast`'s `Idempotency-Key`. */
-export interface Idempotency {
-  readonly persistenceStore: DynamoDBPersistenceLayer;
-  /** The key at `key`, the body's items at `items` (a repeat must match them). */
-  readonly config: IdempotencyConfig;
-}
-
-/**
- * The records of `POST /_broadcast`'s `Idempotency-Key` (Powertools Idempotency) in the
- * `idempotency` table, kept `LAMBDACABLE_IDEMPOTENCY_TTL` seconds. On a DynamoDB client of
- * its own: Powertools adds a middleware to the client it gets, and the shared client
- * (`cacheMiddleware`) takes middleware only before its first call.
- */
-export function idempotency(): Idempotency {
-  return part('idempotency', ({ tables, config, record }) => {
-    const endpoint = process.env.LAMBDACABLE_DYNAMODB_ENDPOINT || undefined;
-    const client = record(
-      new DynamoDBClient({ ...CLIENT_DEFAULTS, ...(endpoint ? { endpoint } : {}) }),
-    );
-    return {
-      persistenceStore: new DynamoDBPersistenceLayer({
-        tableName: tables.idempotency,
-        awsSdkV3Client: client,
-      }),
-      config: new IdempotencyConfig({
-        eventKeyJmesPath: 'key',
-        payloadValidationJmesPath: 'items',
-        expiresAfterSeconds: config.idempotencyTtl,
-        hashFunction: 'sha256',
-      }),
-    };
   });
 }
 
