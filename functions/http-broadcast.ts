@@ -1,4 +1,9 @@
-import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2 } from 'aws-lambda';
+import {
+  IdempotencyAlreadyInProgressError,
+  IdempotencyValidationError,
+  makeIdempotent,
+} from '@aws-lambda-powertools/idempotency';
+import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
 import {
   BroadcastEvent,
   EncodeError,
@@ -6,26 +11,52 @@ import {
   LimitExceededError,
   MessageFormatError,
   parseBroadcastRequest,
+  parseIdempotencyKey,
   RemoteCommandEvent,
 } from '../lib/core';
-import { type runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
+import { idempotency } from './idempotency';
+import { runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
 import { withSecrets } from './secrets';
+
+type Items = ReturnType<typeof parseBroadcastRequest>;
+type Messages = Awaited<ReturnType<typeof encodeAll>>;
+
+/** What a request's `Idempotency-Key` record is keyed on (`key`) and checked against (`items`). */
+interface IdempotentRequest {
+  /** The caller, if an authorizer named one, and the header: one caller's keys are its own. */
+  readonly key: string;
+  readonly items: Items;
+}
 
 /**
  * AnyCable's HTTP broadcast API, `POST /_broadcast` with `Authorization: Bearer <key>`.
  * Broadcasts are written to the outbox, so they take the path of every other event and
- * get offsets from the same sequence.
+ * get offsets from the same sequence. A request's items are written all or none where
+ * DynamoDB allows it (`OutboxProducer.publishAll`). With an `Idempotency-Key` header, a
+ * repeat within `LAMBDACABLE_IDEMPOTENCY_TTL` gets the first answer and writes nothing
+ * (Powertools Idempotency): 422 if its body differs, 409 while the first is in progress.
  */
-export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyResultV2> => {
+export const handler = async (
+  event: APIGatewayProxyEventV2,
+  context?: Context,
+): Promise<APIGatewayProxyResultV2> => {
   const { config, logger } = await withSecrets();
-  const authorization = event.headers?.authorization ?? event.headers?.Authorization;
+  const authorization = header(event, 'authorization');
   if (!hasBroadcastKey(authorization, [config.broadcastKey, config.broadcastPreviousKey])) {
     logger.warn('broadcast refused: missing or wrong key');
     return { statusCode: 401, body: 'unauthorized' };
   }
+  let key: string | undefined;
+  try {
+    key = parseIdempotencyKey(header(event, 'idempotency-key'));
+  } catch (error) {
+    if (!(error instanceof MessageFormatError)) throw error;
+    logger.warn('broadcast refused: bad Idempotency-Key', { reason: error.message });
+    return { statusCode: 400, body: error.message };
+  }
   const body =
     event.isBase64Encoded && event.body ? Buffer.from(event.body, 'base64').toString() : event.body;
-  let items: ReturnType<typeof parseBroadcastRequest>;
+  let items: Items;
   try {
     items = parseBroadcastRequest(body);
   } catch (error) {
@@ -34,7 +65,7 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
     logger.warn('broadcast refused: malformed body', { reason: error.message });
     return { statusCode: 422, body: error.message };
   }
-  let messages: Awaited<ReturnType<typeof encodeAll>>;
+  let messages: Messages;
   try {
     messages = await encodeAll(items, runtimeCodec());
   } catch (error) {
@@ -43,10 +74,37 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
     logger.warn('broadcast refused: cannot encode', { reason: error.message });
     return { statusCode: 422, body: error.message };
   }
-  const producer = runtimeProducer();
-  // Published in request order: the producer keeps that order per stream.
+  if (key === undefined) return write({ key: '', items }, messages);
+  const { config: idempotencyConfig } = idempotency();
+  // The record's in-progress lock ends when this invocation would time out.
+  if (context) idempotencyConfig.registerLambdaContext(context);
   try {
-    await Promise.all(messages.map((message) => producer.publish(message)));
+    return await idempotentWrite()({ key: `${callerOf(event)}#${key}`, items }, messages);
+  } catch (error) {
+    if (error instanceof IdempotencyValidationError) {
+      logger.warn('broadcast refused: Idempotency-Key reused with another body');
+      return { statusCode: 422, body: 'Idempotency-Key was used with a different body' };
+    }
+    if (error instanceof IdempotencyAlreadyInProgressError) {
+      logger.warn('broadcast refused: a request with this Idempotency-Key is in progress');
+      return {
+        statusCode: 409,
+        body: 'a request with this Idempotency-Key is in progress: retry later',
+      };
+    }
+    throw error;
+  }
+};
+
+/**
+ * Writes a request's messages: 201, or the refusal of a value the producer checks before
+ * the write. A failed write throws (500), and an Idempotency-Key's record is then deleted,
+ * so a retry writes again: all or none was written (see `OutboxProducer.publishAll`).
+ */
+async function write(_request: IdempotentRequest, messages: Messages) {
+  const { logger } = runtime();
+  try {
+    await runtimeProducer().publishAll(messages);
   } catch (error) {
     // The producer refuses, before the write, what the relay could not send.
     if (error instanceof LimitExceededError) return overLimit(error, logger);
@@ -54,9 +112,50 @@ export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGateway
     logger.warn('broadcast refused: cannot encode', { reason: error.message });
     return { statusCode: 422, body: error.message };
   }
-  logger.info('broadcast accepted', { items: items.length });
+  logger.info('broadcast accepted', { items: messages.length });
   return { statusCode: 201, body: '' };
-};
+}
+
+let idempotent: typeof write | undefined;
+
+/** {@link write} under the request's Idempotency-Key record, built once per instance. */
+function idempotentWrite(): typeof write {
+  idempotent ??= makeIdempotent(write, {
+    ...idempotency(),
+    keyPrefix: 'lambdacable.broadcast',
+    dataIndexArgument: 0,
+  });
+  return idempotent;
+}
+
+/** A request header, whatever its case (API Gateway's HTTP API lowercases, others may not). */
+function header(event: APIGatewayProxyEventV2, name: string): string | undefined {
+  const headers = event.headers ?? {};
+  if (headers[name] !== undefined) return headers[name];
+  const found = Object.keys(headers).find((h) => h.toLowerCase() === name);
+  return found === undefined ? undefined : headers[found];
+}
+
+/**
+ * The authenticated caller, when an authorizer of the route named one (IAM, JWT or a Lambda
+ * authorizer); else empty: the broadcast key is one for all callers.
+ */
+function callerOf(event: APIGatewayProxyEventV2): string {
+  const authorizer = (
+    event.requestContext as
+      | {
+          authorizer?: {
+            iam?: { userArn?: unknown };
+            jwt?: { claims?: { sub?: unknown } };
+            lambda?: { principalId?: unknown };
+          };
+        }
+      | undefined
+  )?.authorizer;
+  const caller =
+    authorizer?.iam?.userArn ?? authorizer?.jwt?.claims?.sub ?? authorizer?.lambda?.principalId;
+  return typeof caller === 'string' ? caller : '';
+}
 
 /**
  * A value over a documented limit: 413 for a payload (body, data, command, SQS body), 422
@@ -79,10 +178,7 @@ function overLimit(
   };
 }
 
-function encodeAll(
-  items: ReturnType<typeof parseBroadcastRequest>,
-  codec: ReturnType<typeof runtimeCodec>,
-) {
+function encodeAll(items: Items, codec: ReturnType<typeof runtimeCodec>) {
   return Promise.all(
     items.map(async (item) =>
       item.kind === 'broadcast'

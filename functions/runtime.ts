@@ -55,6 +55,7 @@ import {
   type EventType,
   type Gateway,
   type GatewayConfig,
+  LambdacableError,
   LegacyBroker,
   PingerRuns,
   type Realtime,
@@ -94,7 +95,7 @@ interface WebSocketAdapters {
  * call recorder is added right after a client is built, before its first call, as the cache
  * requires.
  */
-const CLIENT_DEFAULTS = { cacheMiddleware: true } as const;
+export const CLIENT_DEFAULTS = { cacheMiddleware: true } as const;
 
 let base: Runtime | undefined;
 const parts = new Map<string, unknown>();
@@ -329,13 +330,27 @@ export function gateway(): Gateway {
   return realtime().gateway;
 }
 
-/** Encodes and decodes events with the schema registry table. */
+/**
+ * Encodes and decodes events with the schema registry table, which no function writes: the
+ * deploy registers the schemas they encode (`infra/deploy/schemas.ts`), so encoding looks an
+ * id up (a `GetItem`) and an unregistered schema is an error, never a registration.
+ */
 export function codec(): AvroCodec {
-  return part(
-    'codec',
-    ({ dynamodb, tables }) =>
-      new AvroCodec(new DynamoSchemaRegistry({ client: dynamodb, tableName: tables.schemas })),
-  );
+  return part('codec', ({ dynamodb, tables }) => {
+    const registry = new DynamoSchemaRegistry({ client: dynamodb, tableName: tables.schemas });
+    return new AvroCodec({
+      register: async (subject, schema) => {
+        const id = await registry.idOf(schema);
+        if (id === undefined) {
+          throw new LambdacableError(
+            `the schema of ${subject} is not in ${tables.schemas}: the deploy registers it (infra/deploy/schemas.ts)`,
+          );
+        }
+        return id;
+      },
+      getById: (id) => registry.getById(id),
+    });
+  });
 }
 
 /** The stream relay: outbox records → the queues of the groups subscribed to their topic. */

@@ -65,6 +65,7 @@ export {
   MAX_BROADCAST_ITEMS,
   MAX_CONNECTION_ID_BYTES,
   MAX_ENVELOPE_OFFSET,
+  MAX_IDEMPOTENCY_KEY_CHARS,
   MAX_IDENTIFIER_BYTES,
   MAX_IDENTITY_BYTES,
   MAX_SID_BYTES,
@@ -113,6 +114,7 @@ export {
   checkRemoteCommand,
   hasBroadcastKey,
   parseBroadcastRequest,
+  parseIdempotencyKey,
   type RemoteCommand,
   RemoteCommandEvent,
 } from './realtime/broadcasts.js';

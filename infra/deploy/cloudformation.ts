@@ -201,12 +201,15 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { manageConnections: true },
     { secrets: STREAMS_SECRETS },
   ],
+  // Internet-facing: writes a request's broadcasts in transactions (a `Put` per item), and
+  // reads, never writes, the schema registry (the deploy registers the broadcast schemas:
+  // infra/deploy/schemas.ts). An Idempotency-Key's record: created, completed, or deleted
+  // when the write failed (Powertools Idempotency), read back when its create finds one.
   httpBroadcast: [
     { secrets: ['LAMBDACABLE_BROADCAST_KEY', 'LAMBDACABLE_BROADCAST_KEY_PREVIOUS'] },
-    { table: 'outbox', actions: [BATCH_WRITE] },
-    // Registers the broadcast schemas on first use: a subject version, the hash and the id
-    // in one transaction, the id from a counter.
-    { table: 'schemas', actions: [GET, QUERY, PUT, UPDATE] },
+    { table: 'outbox', actions: [PUT] },
+    { table: 'schemas', actions: [GET] },
+    { table: 'idempotency', actions: [GET, PUT, UPDATE, DELETE] },
   ],
   // Reads every connection and subscription, then what changed (a Query per bucket); welcomes
   // new connections (the session claims the welcome); pings, sparing connections whose

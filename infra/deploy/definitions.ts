@@ -34,7 +34,14 @@ export interface TableDefinition {
 }
 
 /** The logical tables. */
-export type TableName = 'outbox' | 'history' | 'sessions' | 'connections' | 'acks' | 'schemas';
+export type TableName =
+  | 'outbox'
+  | 'history'
+  | 'sessions'
+  | 'connections'
+  | 'acks'
+  | 'schemas'
+  | 'idempotency';
 
 const S = (name: string): AttributeDefinition => ({ AttributeName: name, AttributeType: 'S' });
 const N = (name: string): AttributeDefinition => ({ AttributeName: name, AttributeType: 'N' });
@@ -108,6 +115,13 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
   schemas: {
     AttributeDefinitions: [S('pk'), S('sk')],
     KeySchema: key('pk', 'sk'),
+  },
+  // The records of `POST /_broadcast`'s Idempotency-Key, in Powertools Idempotency's layout
+  // (`id`, `expiration`): its documentation and tools apply as they are.
+  idempotency: {
+    AttributeDefinitions: [S('id')],
+    KeySchema: key('id'),
+    ttlAttribute: 'expiration',
   },
 };
 

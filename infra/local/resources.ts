@@ -17,6 +17,7 @@ import {
   tableName,
   tables,
 } from '../deploy/definitions';
+import { registerSchemas } from '../deploy/schemas';
 
 /** A created consumer group queue. */
 export interface LocalQueue {
@@ -39,8 +40,9 @@ export interface LocalResources {
 }
 
 /**
- * Creates every table of `infra/` and, when an SQS client is given, every consumer group
- * queue with its DLQ and the relay failures queue, on the given clients. Idempotent: existing resources are kept.
+ * Creates every table of `infra/` (and registers the schemas the functions encode with, as
+ * the deploy does) and, when an SQS client is given, every consumer group queue with its DLQ
+ * and the relay failures queue, on the given clients. Idempotent: existing resources are kept.
  */
 export async function createLocalResources(options: {
   dynamodb: DynamoDBClient;
@@ -56,6 +58,8 @@ export async function createLocalResources(options: {
     const arn = await createTable(options.dynamodb, names[table], table);
     if (table === 'outbox') outboxStreamArn = arn;
   }
+  // As `serverless deploy` does after the stack is up: no function writes the registry.
+  await registerSchemas(options.dynamodb, names.schemas);
   const queues: Record<string, LocalQueue> = {};
   let relayFailuresUrl: string | undefined;
   if (options.sqs) {

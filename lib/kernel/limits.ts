@@ -33,6 +33,11 @@ export const MAX_BROADCAST_BODY_BYTES = 256 * 1024;
  */
 export const MAX_BROADCAST_ITEMS = 100;
 /**
+ * Longest `Idempotency-Key` of a `POST /_broadcast`, in characters (visible ASCII): a UUID is
+ * 36; a longer key is refused (400) rather than cut.
+ */
+export const MAX_IDEMPOTENCY_KEY_CHARS = 255;
+/**
  * Largest SQS message body the relay sends (SQS FIFO's 256 KiB). Every producer checks an
  * event's body as the relay would encode it ({@link MAX_ENVELOPE_OFFSET}), before commit.
  */

@@ -6,6 +6,7 @@ import {
   MAX_BROADCAST_BODY_BYTES,
   MAX_BROADCAST_DATA_BYTES,
   MAX_BROADCAST_ITEMS,
+  MAX_IDEMPOTENCY_KEY_CHARS,
   MAX_STREAM_BYTES,
   utf8Bytes,
 } from '../kernel/limits.js';
@@ -180,6 +181,27 @@ export function parseBroadcastRequest(body: string | undefined | null): Broadcas
     checkBroadcast({ stream, data }, `item${at}`);
     return { kind: 'broadcast', broadcast: { stream, data } };
   });
+}
+
+/**
+ * The `Idempotency-Key` of a `POST /_broadcast`: `undefined` without the header, else the key,
+ * 1 to {@link MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters (a UUID fits). Throws
+ * {@link MessageFormatError} for anything else (an empty, oversize or non-ASCII key): a key
+ * is never cut or rewritten, so two different keys never become one.
+ */
+export function parseIdempotencyKey(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  if (header.length > MAX_IDEMPOTENCY_KEY_CHARS) {
+    throw new MessageFormatError(
+      `Idempotency-Key is ${header.length} characters, the limit is ${MAX_IDEMPOTENCY_KEY_CHARS}`,
+    );
+  }
+  if (!/^[\x21-\x7e]+$/.test(header)) {
+    throw new MessageFormatError(
+      'Idempotency-Key must be 1 or more visible ASCII characters (no spaces), e.g. a UUID',
+    );
+  }
+  return header;
 }
 
 /** Whether an `Authorization` header carries `Bearer <key>`, compared in constant time. */

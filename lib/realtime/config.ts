@@ -162,6 +162,12 @@ export interface GatewayConfig {
    */
   readonly ackTtl: number;
   /**
+   * Seconds `POST /_broadcast` remembers an `Idempotency-Key` (`LAMBDACABLE_IDEMPOTENCY_TTL`):
+   * a repeat within it gets the first answer and writes nothing.
+   * @default 3600 (1 hour)
+   */
+  readonly idempotencyTtl: number;
+  /**
    * Seconds a stream's meta item (epoch, last offset) outlives its last append
    * (`LAMBDACABLE_STREAM_META_TTL`); at least the history TTL. An expired stream starts
    * over with a new epoch at offset 1.
@@ -208,6 +214,7 @@ export function defaultGatewayConfig(): GatewayConfig {
     streamShardTarget: 10_000,
     brokerAdapter: 'dynamodb',
     ackTtl: DEFAULT_ACK_TTL_SECONDS,
+    idempotencyTtl: 3600,
     streamMetaTtl: DEFAULT_STREAM_META_TTL,
     broker: defaultBrokerConfig(),
   };
@@ -262,6 +269,7 @@ export function configFromEnv(env: Env): GatewayConfig {
     streamShardTarget: positive(env, 'LAMBDACABLE_STREAM_SHARD_TARGET', d.streamShardTarget, true),
     brokerAdapter: oneOf(env, 'LAMBDACABLE_BROKER', BROKER_ADAPTERS, d.brokerAdapter),
     ackTtl: positive(env, 'LAMBDACABLE_ACK_TTL', d.ackTtl, true),
+    idempotencyTtl: positive(env, 'LAMBDACABLE_IDEMPOTENCY_TTL', d.idempotencyTtl, true),
     streamMetaTtl: positive(env, 'LAMBDACABLE_STREAM_META_TTL', d.streamMetaTtl, true),
     broker: {
       historyLimit: positive(env, 'LAMBDACABLE_HISTORY_LIMIT', d.broker.historyLimit, true),

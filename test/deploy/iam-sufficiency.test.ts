@@ -86,6 +86,31 @@ describe('IAM sufficiency check', () => {
     expect(denied).toEqual([]);
   });
 
+  it('gives the internet-facing httpBroadcast no write on the schema registry, only GetItem', async () => {
+    const schemas = { TableName: 'lambdacable-local-schemas' };
+    const requests = [
+      ...['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem'].map((operation) =>
+        call('httpBroadcast', 'DynamoDBClient', operation, schemas),
+      ),
+      call('httpBroadcast', 'DynamoDBClient', 'BatchWriteItem', {
+        RequestItems: [schemas.TableName],
+      }),
+    ].flatMap((c) => requestsOf(c, 'httpBroadcast'));
+    const registration = requestsOf(
+      call('httpBroadcast', 'DynamoDBClient', 'TransactWriteItems', {
+        TransactItems: [{ Put: 'lambdacable-local-schemas' }],
+      }),
+      'httpBroadcast',
+    );
+    const { denied } = await evaluateRoles(packaged.template, [...requests, ...registration]);
+    expect(denied.map((d) => d.action).sort()).toEqual([
+      'dynamodb:BatchWriteItem',
+      'dynamodb:DeleteItem',
+      'dynamodb:PutItem',
+      'dynamodb:UpdateItem',
+    ]);
+  });
+
   it('lets only the pinger invoke itself (it starts its partitions)', async () => {
     const invoke = (fn: string) =>
       requestsOf(

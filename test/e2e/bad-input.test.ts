@@ -6,6 +6,7 @@ import {
   MAX_BROADCAST_BODY_BYTES,
   MAX_BROADCAST_DATA_BYTES,
   MAX_BROADCAST_ITEMS,
+  MAX_IDEMPOTENCY_KEY_CHARS,
   MAX_STREAM_BYTES,
   signStreamName,
 } from '../../lib/core';
@@ -124,10 +125,11 @@ const goodToken = () =>
 async function post(
   body: string,
   authorization = `Bearer ${env.LAMBDACABLE_BROADCAST_KEY}`,
+  headers: Readonly<Record<string, string>> = {},
 ): Promise<{ status: number; body: string }> {
   const response = await fetch(`${stack.httpUrl}/_broadcast`, {
     method: 'POST',
-    headers: { authorization, 'content-type': 'application/json' },
+    headers: { authorization, 'content-type': 'application/json', ...headers },
     body,
   });
   return { status: response.status, body: await response.text() };
@@ -390,6 +392,7 @@ interface HttpRow {
   readonly name: string;
   readonly body: () => string;
   readonly authorization?: string;
+  readonly headers?: Readonly<Record<string, string>>;
   readonly status: number;
   readonly response: string | RegExp;
   /** More proof that the system still works. */
@@ -411,6 +414,13 @@ const httpRows: HttpRow[] = [
     response: 'empty body: expected {"stream","data"} or an array',
   },
   { name: 'a malformed body', body: () => '{"stream":', status: 422, response: 'body is not JSON' },
+  {
+    name: `an Idempotency-Key over ${MAX_IDEMPOTENCY_KEY_CHARS} characters`,
+    body: () => '{"stream":"a","data":"1"}',
+    headers: { 'idempotency-key': 'k'.repeat(MAX_IDEMPOTENCY_KEY_CHARS + 1) },
+    status: 400,
+    response: `Idempotency-Key is ${MAX_IDEMPOTENCY_KEY_CHARS + 1} characters, the limit is ${MAX_IDEMPOTENCY_KEY_CHARS}`,
+  },
   {
     name: 'an empty array',
     body: () => '[]',
@@ -517,14 +527,17 @@ const httpRows: HttpRow[] = [
 ];
 
 describe('bad HTTP broadcasts: a client error with the reason', () => {
-  it.each(httpRows)('$name: $status', async ({ body, authorization, status, response, after }) => {
-    const answer = await post(body(), authorization);
-    expect(answer.status).toBe(status);
-    if (typeof response === 'string') expect(answer.body).toBe(response);
-    else expect(answer.body).toMatch(response);
-    await after?.();
-    await goodClientStillServed();
-  });
+  it.each(httpRows)(
+    '$name: $status',
+    async ({ body, authorization, headers, status, response, after }) => {
+      const answer = await post(body(), authorization, headers);
+      expect(answer.status).toBe(status);
+      if (typeof response === 'string') expect(answer.body).toBe(response);
+      else expect(answer.body).toMatch(response);
+      await after?.();
+      await goodClientStillServed();
+    },
+  );
 });
 
 describe('stream names SQS would refuse as a group id are delivered, in order', () => {

@@ -514,6 +514,14 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
     'a whisper answered 410 disconnects the connection',
   'wsDefault dynamodb:UpdateItem table/lambdacable-local-sessions':
     'a whisper answered 410 finishes the session',
+  'httpBroadcast dynamodb:PutItem table/lambdacable-local-idempotency':
+    'a POST /_broadcast with an Idempotency-Key (test/integration/broadcast-idempotency.test.ts)',
+  'httpBroadcast dynamodb:UpdateItem table/lambdacable-local-idempotency':
+    'a POST /_broadcast with an Idempotency-Key completes its record',
+  'httpBroadcast dynamodb:GetItem table/lambdacable-local-idempotency':
+    'a repeated Idempotency-Key whose conditional put returned no record (Powertools reads it)',
+  'httpBroadcast dynamodb:DeleteItem table/lambdacable-local-idempotency':
+    'a POST /_broadcast with an Idempotency-Key whose write failed: its record is deleted',
 };
 
 describe('your own consumer (the example group `audit`, infra/deploy/consumers.ts)', () => {

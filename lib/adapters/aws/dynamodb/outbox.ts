@@ -5,6 +5,7 @@ import {
   type DynamoDBClient,
   ResourceInUseException,
   type TransactWriteItem,
+  TransactWriteItemsCommand,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
@@ -235,6 +236,9 @@ interface Pending {
 
 const BATCH_WRITE_LIMIT = 25;
 
+/** Most actions of one `TransactWriteItems`. */
+export const MAX_TRANSACTION_ITEMS = 100;
+
 /**
  * A producer that writes messages to the outbox on their own (`BatchWriteItem`, 25 a
  * request, unprocessed items retried): the relay is the only writer to SQS, so every
@@ -281,6 +285,63 @@ export class OutboxProducer implements CloseableProducer {
       // Collect what is published in the same tick into as few requests as possible.
       this.scheduled ??= new Promise<void>((r) => setImmediate(r)).then(() => this.flush());
     });
+  }
+
+  /**
+   * Writes `messages` all or none, in `TransactWriteItems` (a `Put` per message), where
+   * DynamoDB allows it: messages with different keys, up to {@link MAX_TRANSACTION_ITEMS},
+   * are one transaction. DynamoDB Streams keep no order among a transaction's items, so
+   * messages sharing a key go in rounds: the n-th message of each key in round n, each round
+   * a transaction committed after the one before, and their ids sort in the given order.
+   * Refuses, before any write, what {@link publish} refuses; a failed round rejects with
+   * {@link AwsResourceError}, and the rounds before it stay written.
+   */
+  async publishAll(messages: readonly OutgoingMessage[], opts?: PublishOptions): Promise<void> {
+    const table = this.options.tableName;
+    if (this.closed) throw new AwsResourceError('producer is closed', { resource: table });
+    const timestamp = this.clock.now();
+    // Random suffixes of one millisecond sort at random: sorted, the ids keep the given order.
+    const fresh = messages.map(() => newEventId(timestamp)).sort();
+    const rounds: Record<string, AttributeValue>[][] = [];
+    const seen = new Map<string, number>();
+    messages.forEach((message, index) => {
+      const item = outboxItem(
+        {
+          id: message.id ?? fresh[index]!,
+          topic: opts?.topic ?? this.options.topic,
+          key: message.key,
+          type: message.type ?? '',
+          headers: message.headers ?? {},
+          payload: message.value,
+          timestamp,
+        },
+        this.options.retentionSeconds,
+        lookupOf(this.options),
+      );
+      const pk = item.pk?.S ?? '';
+      const round = seen.get(pk) ?? 0;
+      seen.set(pk, round + 1);
+      if (round === rounds.length) rounds.push([]);
+      rounds[round]!.push(item);
+    });
+    for (const round of rounds) {
+      for (let i = 0; i < round.length; i += MAX_TRANSACTION_ITEMS) {
+        const items = round.slice(i, i + MAX_TRANSACTION_ITEMS);
+        await awsCall(
+          'TransactWriteItems',
+          table,
+          items.map((item) => item.sk?.S ?? ''),
+          () =>
+            this.options.client.send(
+              new TransactWriteItemsCommand({
+                TransactItems: items.map((Item) => ({
+                  Put: { TableName: table, Item, ConditionExpression: 'attribute_not_exists(pk)' },
+                })),
+              }),
+            ),
+        );
+      }
+    }
   }
 
   async close(): Promise<void> {

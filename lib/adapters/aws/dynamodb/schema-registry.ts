@@ -106,6 +106,15 @@ export class DynamoSchemaRegistry implements SchemaRegistry {
     );
   }
 
+  /**
+   * The id of `schema` if it is registered (under any subject), without registering it: one
+   * `GetItem`, so a reader that must not write the registry can still encode.
+   */
+  async idOf(schema: avro.Schema): Promise<number | undefined> {
+    const hash = createHash('sha256').update(canonicalSchema(schema)).digest('hex');
+    return this.idOfHash(hash, false);
+  }
+
   async getById(id: number): Promise<avro.Schema | undefined> {
     const cached = this.cache.get(id);
     if (cached) return cached;
@@ -154,7 +163,7 @@ export class DynamoSchemaRegistry implements SchemaRegistry {
     };
   }
 
-  private async idOfHash(hash: string): Promise<number | undefined> {
+  private async idOfHash(hash: string, consistent = true): Promise<number | undefined> {
     const out = await this.send(
       'GetItem',
       () =>
@@ -162,7 +171,7 @@ export class DynamoSchemaRegistry implements SchemaRegistry {
           new GetItemCommand({
             TableName: this.options.tableName,
             Key: { pk: { S: `hash#${hash}` }, sk: { S: 'id' } },
-            ConsistentRead: true,
+            ConsistentRead: consistent,
           }),
         ),
       hash,

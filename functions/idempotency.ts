@@ -1,0 +1,47 @@
+/**
+ * The composition root's part for `POST /_broadcast`'s `Idempotency-Key`, in a module of its
+ * own: Powertools Idempotency (and its JMESPath) then reaches only the `httpBroadcast` bundle,
+ * not every function that imports `runtime.ts`.
+ */
+
+import { IdempotencyConfig } from '@aws-lambda-powertools/idempotency';
+import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CLIENT_DEFAULTS, runtime } from './runtime';
+
+/** What `makeIdempotent` takes for `POST /_broadcast`'s `Idempotency-Key`. */
+export interface Idempotency {
+  readonly persistenceStore: DynamoDBPersistenceLayer;
+  /** The key at `key`, the body's items at `items` (a repeat must match them). */
+  readonly config: IdempotencyConfig;
+}
+
+let built: Idempotency | undefined;
+
+/**
+ * The records of `POST /_broadcast`'s `Idempotency-Key` (Powertools Idempotency) in the
+ * `idempotency` table, kept `LAMBDACABLE_IDEMPOTENCY_TTL` seconds; built once per instance.
+ * On a DynamoDB client of its own: Powertools adds a middleware to the client it gets, and
+ * the shared client (`cacheMiddleware`) takes middleware only before its first call.
+ */
+export function idempotency(): Idempotency {
+  if (built) return built;
+  const { tables, config, record } = runtime();
+  const endpoint = process.env.LAMBDACABLE_DYNAMODB_ENDPOINT || undefined;
+  const client = record(
+    new DynamoDBClient({ ...CLIENT_DEFAULTS, ...(endpoint ? { endpoint } : {}) }),
+  );
+  built = {
+    persistenceStore: new DynamoDBPersistenceLayer({
+      tableName: tables.idempotency,
+      awsSdkV3Client: client,
+    }),
+    config: new IdempotencyConfig({
+      eventKeyJmesPath: 'key',
+      payloadValidationJmesPath: 'items',
+      expiresAfterSeconds: config.idempotencyTtl,
+      hashFunction: 'sha256',
+    }),
+  };
+  return built;
+}
