@@ -49,7 +49,7 @@ describe('DynamoConnectionStore: a stream is not bound to one partition', () => 
       .filter((c) => shardOf(c, 2) === 1)
       .slice(0, 5);
     expect(await store.addSubscription({ connectionId: ids[0]!, stream, identifier: 'i' })).toBe(
-      true,
+      'added',
     );
     // Every attempt of the SDK's retry hit the hot shard, then the store spread the stream.
     expect(hot.throttled()).toBe(3);
