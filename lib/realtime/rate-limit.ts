@@ -2,7 +2,7 @@
  * Per-connection rate limits: a token bucket of `burst` tokens, refilled at `rate` tokens per
  * second, from which every `subscribe`, `history`, `whisper` and `message` frame takes one.
  *
- * The bucket is kept as GCRA's theoretical arrival time (`tat`, ms): the time at which the
+ * The bucket is kept as GCRA's theoretical arrival time (`tat`, µs): the time at which the
  * bucket would be full again. A take is allowed when `max(tat, now) + interval` is at most
  * `burst` intervals ahead of now, and moves `tat` by one interval. That is the same bucket,
  * as one number that only grows, so a store can take a token with one conditional update
@@ -44,24 +44,29 @@ export interface RateLimiter {
   take(connectionId: string, nowMs: number): Promise<RateVerdict>;
 }
 
-/** Milliseconds per token. */
-export function emissionInterval(limit: RateLimit): number {
-  return 1000 / limit.rate;
-}
-
 /**
- * The latest `tat` a take at `nowMs` is allowed on: `burst − 1` intervals ahead of now (the
- * take itself adds one). A microsecond of slack keeps rounding from refusing the last token:
- * near 1.7e12 ms a double is exact to about 2.4e-4 ms, and a store may add intervals in exact
- * decimal arithmetic (DynamoDB) while this bound is computed in doubles.
+ * Microseconds per token, a whole number: times are kept in whole microseconds, so that every
+ * sum is exact in a double as in DynamoDB's decimals and the two never disagree at a boundary.
+ * (Rounding moves the rate by less than a millionth of a token per second.)
  */
+export function emissionInterval(limit: RateLimit): number {
+  return Math.max(1, Math.round(1_000_000 / limit.rate));
+}
+
+/** A time in ms as the whole microseconds a bucket is kept in. */
+export function microseconds(ms: number): number {
+  return Math.round(ms * 1000);
+}
+
+/** The latest `tat` (µs) a take at `nowMs` is allowed on: `burst − 1` intervals ahead of now. */
 export function latestAllowedTat(nowMs: number, limit: RateLimit): number {
-  return nowMs + (limit.burst - 1) * emissionInterval(limit) + 1e-3;
+  return microseconds(nowMs) + (limit.burst - 1) * emissionInterval(limit);
 }
 
 /**
- * One take on a bucket whose theoretical arrival time is `tat` (`undefined`: no bucket yet,
- * it is full): the new `tat` when a token is taken, or `undefined` when the bucket is empty.
+ * One take on a bucket whose theoretical arrival time is `tat` (µs; `undefined`: no bucket
+ * yet, it is full): the new `tat` when a token is taken, or `undefined` when the bucket is
+ * empty.
  */
 export function takeAt(
   tat: number | undefined,
@@ -69,13 +74,15 @@ export function takeAt(
   limit: RateLimit,
 ): number | undefined {
   if (tat !== undefined && tat > latestAllowedTat(nowMs, limit)) return undefined;
-  return Math.max(tat ?? nowMs, nowMs) + emissionInterval(limit);
+  const now = microseconds(nowMs);
+  return Math.max(tat ?? now, now) + emissionInterval(limit);
 }
 
-/** Tokens left in a bucket with theoretical arrival time `tat` at `nowMs`. */
+/** Tokens left at `nowMs` in a bucket with theoretical arrival time `tat` (µs). */
 export function tokensAt(tat: number | undefined, nowMs: number, limit: RateLimit): number {
   if (tat === undefined) return limit.burst;
-  return Math.max(0, limit.burst - Math.max(0, tat - nowMs) / emissionInterval(limit));
+  const ahead = Math.max(0, tat - microseconds(nowMs));
+  return Math.max(0, limit.burst - ahead / emissionInterval(limit));
 }
 
 /** The verdict on a take, from the refusals in a row it makes (`0`: allowed). */
@@ -89,5 +96,5 @@ export function verdictOf(strikes: number, limit: RateLimit): RateVerdict {
  * long a store needs to keep it.
  */
 export function bucketLifetimeMs(limit: RateLimit): number {
-  return limit.burst * emissionInterval(limit);
+  return Math.ceil((limit.burst * emissionInterval(limit)) / 1000);
 }

@@ -8,7 +8,7 @@ import {
 } from '../../realtime/rate-limit.js';
 
 interface MemoryBucket {
-  /** Theoretical arrival time (ms); `undefined` until a token is taken. */
+  /** Theoretical arrival time (µs); `undefined` until a token is taken. */
   tat: number | undefined;
   /** Refusals since the last allowed take. */
   strikes: number;

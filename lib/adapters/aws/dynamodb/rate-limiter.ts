@@ -9,6 +9,7 @@ import {
   bucketLifetimeMs,
   emissionInterval,
   latestAllowedTat,
+  microseconds,
   type RateLimit,
   type RateLimiter,
   type RateVerdict,
@@ -37,7 +38,7 @@ export interface DynamoRateLimiterOptions {
   readonly limit: RateLimit;
 }
 
-/** What a bucket item holds: theoretical arrival time (ms) and refusals in a row. */
+/** What a bucket item holds: theoretical arrival time (µs) and refusals in a row. */
 interface BucketItem {
   readonly tat?: number;
   readonly strikes?: number;
@@ -45,7 +46,7 @@ interface BucketItem {
 
 /**
  * Token buckets in the `connections` table, one item per connection (`sk` `r`, beside the
- * connection item, which it never touches) with `tat` (GCRA's theoretical arrival time, ms),
+ * connection item, which it never touches) with `tat` (GCRA's theoretical arrival time, µs),
  * `strikes` (refusals in a row) and `expiresAt` (TTL, s).
  *
  * A take reads the item (strongly consistent), then writes once: an allowed take is a
@@ -94,10 +95,11 @@ export class DynamoRateLimiter implements RateLimiter {
     write: number,
   ): Promise<{ item: BucketItem | undefined } | undefined> {
     const interval = emissionInterval(this.limit);
-    const full = tat === undefined || tat < nowMs;
+    const now = microseconds(nowMs);
+    const full = tat === undefined || tat < now;
     const values = full
-      ? { ':now': nowMs, ':next': nowMs + interval }
-      : { ':now': nowMs, ':interval': interval, ':latest': latestAllowedTat(nowMs, this.limit) };
+      ? { ':now': now, ':next': now + interval }
+      : { ':now': now, ':interval': interval, ':latest': latestAllowedTat(nowMs, this.limit) };
     try {
       await awsCall(`UpdateItem (write ${write})`, this.table, [connectionId], () =>
         this.client.send(
