@@ -396,7 +396,7 @@ describe('a connection that keeps flooding: disconnect too_many_requests, then c
     await c.subscribe(identifier);
     const started = Date.now();
     for (let n = 1; n <= 100; n++) c.send({ command: 'whisper', identifier, data: { n } });
-    await until(() => c.closed, 30_000, 'the close');
+    await until(() => c.closed, 20_000, 'the close');
     const elapsedS = (Date.now() - started) / 1000;
     expect(c.frames.filter((f) => f.type === 'disconnect')).toEqual([
       { type: 'disconnect', reason: 'too_many_requests', reconnect: false },
