@@ -30,6 +30,7 @@ import {
   DynamoBroker,
   DynamoConnectionStore,
   DynamoPingerLayoutStore,
+  DynamoRateLimiter,
   DynamoRevocationStore,
   DynamoSchemaRegistry,
   DynamoSessionCache,
@@ -53,6 +54,7 @@ import {
   type Delivery,
   type DeliveryCounts,
   type EventType,
+  type FrameLimitCounts,
   type Gateway,
   type GatewayConfig,
   LambdacableError,
@@ -211,6 +213,16 @@ export function addFrameMetrics(m: Metrics, frames: DeliveryCounts): void {
   m.addMetric('goneConnections', MetricUnit.Count, frames.gone);
 }
 
+/**
+ * The rate limit's refusals as metrics (`wsDefault` publishes them when there are any):
+ * `rateLimitedFrames` (subscribes and history rejected, whispers and messages dropped) and
+ * `floodDisconnects` (connections disconnected with `too_many_requests`).
+ */
+export function addFrameLimitMetrics(m: Metrics, counts: FrameLimitCounts): void {
+  m.addMetric('rateLimitedFrames', MetricUnit.Count, counts.rateLimitedFrames);
+  m.addMetric('floodDisconnects', MetricUnit.Count, counts.floodDisconnects);
+}
+
 /** The connections table, the management API and the session cache, built once per instance. */
 function adapters(): WebSocketAdapters {
   return part('adapters', ({ dynamodb, tables, config, logger, record }) => {
@@ -318,10 +330,29 @@ export function delivery(): Delivery<Broker> {
   });
 }
 
+/**
+ * The gateway's per-connection token buckets, in the connections table (`sk` `r` beside each
+ * connection item); none when `LAMBDACABLE_RATE_LIMIT` is `0`.
+ */
+function rateLimiter(): DynamoRateLimiter | undefined {
+  return part('rateLimiter', ({ dynamodb, tables, config }) =>
+    config.rateLimit > 0
+      ? new DynamoRateLimiter({
+          client: dynamodb,
+          tableName: tables.connections,
+          limit: { rate: config.rateLimit, burst: config.rateBurst },
+        })
+      : undefined,
+  );
+}
+
 /** The WebSocket side: fan-out, broker, gateway and pinger runs over one session cache. */
 export function realtime(): Realtime<Broker> {
   return part('realtime', ({ config, logger }) =>
-    composeRealtime({ ...adapters(), config, logger, ...postRetries(config) }, brokerOver),
+    composeRealtime(
+      { ...adapters(), config, logger, ...postRetries(config), rateLimiter: rateLimiter() },
+      brokerOver,
+    ),
   );
 }
 

@@ -43,6 +43,10 @@ export {
   type DynamoPingerLayoutStoreOptions,
 } from './adapters/aws/dynamodb/pinger-layout.js';
 export {
+  DynamoRateLimiter,
+  type DynamoRateLimiterOptions,
+} from './adapters/aws/dynamodb/rate-limiter.js';
+export {
   parseRelayFailure,
   type RelayFailure,
   type StreamFailureRecord,

@@ -163,6 +163,7 @@ export {
   FanoutTree,
   type FanoutTreeOptions,
 } from './realtime/fanout-tree.js';
+export type { FrameLimitCounts } from './realtime/frame-limit.js';
 export {
   Gateway,
   type GatewayOptions,
@@ -198,6 +199,13 @@ export {
   PLAIN_PROTOCOL,
   PUBSUB_CHANNEL,
 } from './realtime/protocol.js';
+export {
+  RATE_LIMITED_COMMANDS,
+  type RateLimit,
+  type RateLimitedCommand,
+  type RateLimiter,
+  type RateVerdict,
+} from './realtime/rate-limit.js';
 export {
   MemoryRevocationStore,
   type RevocationStore,

@@ -17,6 +17,7 @@ export {
 } from './adapters/memory/messaging.js';
 export { MemoryOutbox, MemoryTransaction } from './adapters/memory/outbox.js';
 export { MemoryPingerInvoker, MemoryPingerLayoutStore } from './adapters/memory/pinger-runs.js';
+export { MemoryRateLimiter } from './adapters/memory/rate-limiter.js';
 export { MemorySchemaRegistry } from './adapters/memory/schema-registry.js';
 export { MemorySessionCache, type MemorySessionCacheOptions } from './adapters/memory/sessions.js';
 export { InProcessTaskRunner, InvocationFailedError } from './adapters/memory/task-runner.js';

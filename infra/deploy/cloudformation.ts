@@ -189,7 +189,8 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   ],
   wsDisconnect: DISCONNECT,
   // Subscribe and unsubscribe (which marks the connection changed for the pinger), history,
-  // whispers to a stream's subscribers (one that answers 410 is disconnected), session commits.
+  // whispers to a stream's subscribers (one that answers 410 is disconnected), session commits;
+  // the connection's rate bucket (GetItem, UpdateItem on its `sk` `r` item).
   wsDefault: [
     {
       table: 'connections',

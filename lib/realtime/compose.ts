@@ -3,6 +3,7 @@ import type { GatewayConfig } from './config.js';
 import { type ComposeDeliveryOptions, composeDelivery, type Delivery } from './delivery.js';
 import { Gateway } from './gateway.js';
 import { Pinger, type PingerOptions } from './pinger.js';
+import type { RateLimiter } from './rate-limit.js';
 
 /** Options of {@link composeRealtime}: the delivery path's, and the gateway's. */
 export interface ComposeRealtimeOptions extends ComposeDeliveryOptions {
@@ -11,6 +12,8 @@ export interface ComposeRealtimeOptions extends ComposeDeliveryOptions {
   readonly history?: HistoryReader;
   /** New session ids. @default `crypto.randomUUID` */
   readonly newSid?: () => string;
+  /** The gateway's per-connection rate limit. @default no limit */
+  readonly rateLimiter?: RateLimiter;
 }
 
 /** A pinger's own settings; the rest comes from {@link composeRealtime}'s parts. */
@@ -57,6 +60,7 @@ export function composeRealtime<B extends Broker>(
     logger,
     clock,
     newSid: options.newSid,
+    rateLimiter: options.rateLimiter,
   });
   const pinger = (settings: PingerSettings) =>
     new Pinger({

@@ -115,6 +115,20 @@ export interface GatewayConfig {
    */
   readonly maxFrameBytes: number;
   /**
+   * Tokens per second of each connection's bucket (`LAMBDACABLE_RATE_LIMIT`): every
+   * `subscribe`, `history`, `whisper` and `message` takes one; `0` turns the limit off (no
+   * read or write of the bucket per frame).
+   * @default 10
+   */
+  readonly rateLimit: number;
+  /**
+   * Tokens a connection's bucket holds (`LAMBDACABLE_RATE_BURST`): the most of those frames a
+   * rested connection sends at once, and the refusals in a row after which it is disconnected
+   * (`too_many_requests`).
+   * @default 50
+   */
+  readonly rateBurst: number;
+  /**
    * Later passes of a fan-out over the posts that failed, each for just the connections still
    * missing the frame (`LAMBDACABLE_POST_RETRY_PASSES`); 0 gives up after the first.
    * @default 5
@@ -207,6 +221,8 @@ export function defaultGatewayConfig(): GatewayConfig {
     allowAnonymous: false,
     whisperOnSigned: false,
     maxFrameBytes: 32768,
+    rateLimit: 10,
+    rateBurst: 50,
     postRetryPasses: DEFAULT_RETRY_PASSES,
     postRetryBackoffMs: DEFAULT_RETRY_BACKOFF_MS,
     fanoutTaskSize: 500,
@@ -262,6 +278,14 @@ export function configFromEnv(env: Env): GatewayConfig {
     allowAnonymous: flag(env, 'LAMBDACABLE_ALLOW_ANONYMOUS', d.allowAnonymous),
     whisperOnSigned: flag(env, 'LAMBDACABLE_WHISPER_ON_SIGNED', d.whisperOnSigned),
     maxFrameBytes: positive(env, 'LAMBDACABLE_MAX_FRAME_BYTES', d.maxFrameBytes, true),
+    rateLimit: atLeastZero(
+      env,
+      'LAMBDACABLE_RATE_LIMIT',
+      d.rateLimit,
+      'a number of tokens per second (0: no limit)',
+      Number.isFinite,
+    ),
+    rateBurst: positive(env, 'LAMBDACABLE_RATE_BURST', d.rateBurst, true),
     postRetryPasses: count(env, 'LAMBDACABLE_POST_RETRY_PASSES', d.postRetryPasses),
     postRetryBackoffMs: count(env, 'LAMBDACABLE_POST_RETRY_BACKOFF_MS', d.postRetryBackoffMs),
     fanoutTaskSize: positive(env, 'LAMBDACABLE_FANOUT_TASK_SIZE', d.fanoutTaskSize, true),

@@ -15,6 +15,7 @@ import {
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore } from './connections.js';
 import type { StreamDelivery } from './fanout.js';
+import { FrameLimit, type FrameLimitCounts } from './frame-limit.js';
 import { serveHistory } from './history.js';
 import {
   checkCommand,
@@ -24,6 +25,7 @@ import {
   type Refusal,
   replyFrame,
 } from './protocol.js';
+import type { RateLimiter } from './rate-limit.js';
 import type { RevocationStore } from './revocations.js';
 import { ConnectionSessions } from './session.js';
 import {
@@ -48,6 +50,8 @@ export interface GatewayOptions {
   readonly fanout: StreamDelivery;
   readonly api: ConnectionApi;
   readonly config: GatewayConfig;
+  /** Per-connection token buckets of `subscribe`, `history`, `whisper` and `message`. @default no limit */
+  readonly rateLimiter?: RateLimiter;
   /** @default the system clock */
   readonly clock?: Clock;
   /** @default {@link noopLogger} */
@@ -67,6 +71,7 @@ export class Gateway {
   private readonly deps: ConnectDeps & WelcomeDeps & SubscribeDeps;
   private readonly sessionCache: SessionCache;
   private readonly fanout: StreamDelivery;
+  private readonly limit: FrameLimit;
 
   constructor(options: GatewayOptions) {
     const logger = options.logger ?? noopLogger;
@@ -83,6 +88,8 @@ export class Gateway {
       logger,
       newSid: options.newSid ?? randomUUID,
     };
+    const { api, clock } = this.deps;
+    this.limit = new FrameLimit({ limiter: options.rateLimiter, api, logger, clock });
   }
 
   /**
@@ -114,6 +121,11 @@ export class Gateway {
   disconnect(connectionId: string): Promise<void> {
     const { store, logger } = this.deps;
     return disconnect({ store, sessions: this.sessionCache, logger }, connectionId);
+  }
+
+  /** Frames the rate limit refused since the last call (the `rateLimitedFrames` metric), then zero. */
+  takeCounts(): FrameLimitCounts {
+    return this.limit.takeCounts();
   }
 
   /**
@@ -165,6 +177,7 @@ export class Gateway {
     const checked = checkCommand(msg, connection.protocol);
     if (!checked.ok) throw refused(checked.refusal, { connectionId, command: frameCommand });
     const { command, identifier } = checked;
+    await this.limit.admit(connectionId, command, identifier, target);
     const post = (frame: string) => api.post(connectionId, frame, target);
 
     if (command === 'subscribe') {

@@ -26,7 +26,13 @@ const env = {
   LAMBDACABLE_PUBLIC_STREAM_PREFIX: '',
   LAMBDACABLE_ALLOW_ANONYMOUS: 'false',
   LAMBDACABLE_JWT_AUDIENCE: 'bad-input-cable',
+  // A bucket small and slow enough that a flood of a few dozen frames is over it on any
+  // machine; every other row sends at most 4 limited frames per connection.
+  LAMBDACABLE_RATE_LIMIT: '0.5',
+  LAMBDACABLE_RATE_BURST: '20',
 };
+const RATE = Number(env.LAMBDACABLE_RATE_LIMIT);
+const BURST = Number(env.LAMBDACABLE_RATE_BURST);
 const secret = new TextEncoder().encode(env.LAMBDACABLE_JWT_SECRET);
 
 type Frame = Record<string, unknown>;
@@ -184,6 +190,30 @@ const rejected = (identifier: string) => async (c: RawClient) => {
   expect(await c.subscribe(identifier)).toEqual({ type: 'reject_subscription', identifier });
 };
 
+/**
+ * Sends `frames` at once and waits for an answer (`answers` types) to each identifier: under
+ * the burst, so some are refused but never enough in a row to disconnect. Then waits for a
+ * token, so that the row's own checks go on.
+ */
+async function flood(
+  c: RawClient,
+  frames: { command: string; identifier: string; history?: object }[],
+  answers: readonly [string, string],
+): Promise<Frame[]> {
+  const from = c.frames.length;
+  for (const frame of frames) c.send(frame);
+  const got = await until(
+    () => {
+      const out = c.frames.slice(from).filter((f) => answers.includes(String(f.type)));
+      return out.length >= frames.length ? out : undefined;
+    },
+    30_000,
+    `${frames.length} answers (${answers.join(' or ')})`,
+  );
+  await new Promise((r) => setTimeout(r, 1000 / RATE + 200));
+  return got;
+}
+
 const frameRows: FrameRow[] = [
   { name: 'a malformed JSON frame: nothing', run: silent('{"command":"subscribe",') },
   { name: 'a JSON frame that is no object: nothing', run: silent('[1,2,3]') },
@@ -285,6 +315,45 @@ const frameRows: FrameRow[] = [
     }),
   ),
   {
+    name: `a flood of subscribes over the rate limit (${BURST} at once, ${RATE}/s): reject_subscription for the excess`,
+    run: async (c) => {
+      // Twice the burst: at least the burst is let through, so at most the burst is refused in
+      // a row (one more would disconnect), and some are refused unless the flood took 40 s.
+      const ids = Array.from({ length: 2 * BURST }, (_, i) =>
+        pubsub(`flood/subscribe/${++sequence}/${i}`),
+      );
+      const answers = await flood(
+        c,
+        ids.map((identifier) => ({ command: 'subscribe', identifier })),
+        ['confirm_subscription', 'reject_subscription'],
+      );
+      expect(answers.map((f) => f.identifier).sort()).toEqual([...ids].sort());
+      const refused = answers.filter((f) => f.type === 'reject_subscription');
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused).toEqual(
+        refused.map((f) => ({ type: 'reject_subscription', identifier: f.identifier })),
+      );
+      expect(answers.length - refused.length).toBeGreaterThanOrEqual(BURST);
+    },
+  },
+  {
+    name: 'a flood of history requests over the rate limit: reject_history for the excess',
+    run: async (c) => {
+      const identifier = pubsub(`flood/history/${++sequence}`);
+      await c.subscribe(identifier);
+      const request = { command: 'history', identifier, history: { since: now() - 10 } };
+      // The subscribe took a token: one frame fewer than twice the burst (see above).
+      const answers = await flood(c, Array(2 * BURST - 1).fill(request), [
+        'confirm_history',
+        'reject_history',
+      ]);
+      const refused = answers.filter((f) => f.type === 'reject_history');
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused).toEqual(refused.map(() => ({ type: 'reject_history', identifier })));
+      expect(answers.length - refused.length).toBeGreaterThanOrEqual(BURST - 1);
+    },
+  },
+  {
     name: 'a fractional offset riding on subscribe: confirm_subscription, then reject_history',
     run: async (c) => {
       const stream = 'history/on-subscribe';
@@ -316,6 +385,36 @@ describe('bad input on the WebSocket: the connection stays open and keeps workin
       identifier: pubsub(stream),
     });
     await delivered(c, stream);
+    await goodClientStillServed();
+  });
+});
+
+describe('a connection that keeps flooding: disconnect too_many_requests, then close', () => {
+  it('drops whispers over the rate limit, then disconnects the sender without reconnect', async () => {
+    const stream = `flood/whisper/${++sequence}`;
+    const identifier = pubsub(stream);
+    const listener = await RawClient.welcomed();
+    await listener.subscribe(identifier);
+    const c = await RawClient.welcomed();
+    await c.subscribe(identifier);
+    const started = Date.now();
+    for (let n = 1; n <= 100; n++) c.send({ command: 'whisper', identifier, data: { n } });
+    await until(() => c.closed, 20_000, 'the close');
+    const elapsedS = (Date.now() - started) / 1000;
+    expect(c.frames.filter((f) => f.type === 'disconnect')).toEqual([
+      { type: 'disconnect', reason: 'too_many_requests', reconnect: false },
+    ]);
+    expect(c.frames.at(-1)).toEqual({
+      type: 'disconnect',
+      reason: 'too_many_requests',
+      reconnect: false,
+    });
+    // Dropped, not delayed: the listener got the burst (less the subscribe) and the refill.
+    await new Promise((r) => setTimeout(r, 1000));
+    const whispers = listener.frames.filter((f) => f.identifier === identifier && !f.type);
+    expect(whispers.length).toBeGreaterThanOrEqual(BURST - 1);
+    expect(whispers.length).toBeLessThanOrEqual(BURST - 1 + Math.ceil(elapsedS * RATE) + 1);
+    expect(whispers.every((f) => f.stream_id === undefined)).toBe(true);
     await goodClientStillServed();
   });
 });
