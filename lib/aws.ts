@@ -34,10 +34,12 @@ export {
   DynamoOutbox,
   type DynamoOutboxOptions,
   MAX_ITEM_BYTES,
-  OutboxProducer,
-  type OutboxProducerOptions,
   writeToOutbox,
 } from './adapters/aws/dynamodb/outbox.js';
+export {
+  OutboxProducer,
+  type OutboxProducerOptions,
+} from './adapters/aws/dynamodb/outbox-producer.js';
 export {
   DynamoPingerLayoutStore,
   type DynamoPingerLayoutStoreOptions,

@@ -30,6 +30,7 @@ function setup(limit: RateLimit | null = { rate: 1, burst: 3 }) {
     jwtSecret: JWT_SECRET,
     streamsSecret: STREAMS_SECRET,
     publicStreams: true,
+    publicStreamPrefix: '',
   };
   const { gateway } = composeRealtime(
     {

@@ -866,6 +866,7 @@ describe('configFromEnv', () => {
       postRetryBackoffMs: 25,
       fanoutTaskSize: 200,
       fanoutRetryBudgetMs: 0,
+      idempotencyTtl: 3600,
       streamShardTarget: 10_000,
       brokerAdapter: 'legacy',
       ackTtl: 86_400,

@@ -3,7 +3,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Clock } from '../../kernel/clock.js';
 import { LambdacableError } from '../../kernel/errors.js';
 import type { Client, CloseableProducer, Consumer } from '../../messaging/types.js';
-import { OutboxProducer } from './dynamodb/outbox.js';
+import { OutboxProducer } from './dynamodb/outbox-producer.js';
 import { SqsConsumer, type SqsConsumerOptions } from './sqs/consumer.js';
 
 /** Options of {@link AwsClient}. */
