@@ -11,6 +11,7 @@ import { awsCall } from '../call.js';
 import { recordFromItem } from '../dynamodb/outbox.js';
 import { parseRelayFailure, type RelayFailure, readShardRange } from '../dynamodb/relay-failure.js';
 import type { RelayCallOptions, RelayResult } from './relay.js';
+import { isParkedRecordBody, type ParkedRelayRecord, parseParkedRecord } from './relay-parking.js';
 
 /** Options of {@link replayRelayFailure}. */
 export interface RelayReplayOptions {
@@ -61,8 +62,10 @@ export interface MissingEvent {
  */
 export interface RelayReplayReport {
   readonly outcome: 'replayed' | 'incomplete' | 'trimmed' | 'malformed' | 'dry-run';
-  /** The failure record; undefined when it is malformed. */
+  /** The failure record; undefined when it is malformed or a parked record. */
   readonly failure: RelayFailure | undefined;
+  /** The record the relay parked (refused, `SenderFault`), when the body is one. */
+  readonly parked?: ParkedRelayRecord;
   /** The events relayed again (or, in a dry run, that would be), in stream order. */
   readonly replayed: readonly ReplayedEvent[];
   readonly missing: readonly MissingEvent[];
@@ -192,6 +195,7 @@ async function relayInOrder(
         sent: 0,
         refused: 0,
         refusedSequenceNumbers: [],
+        parked: 0,
       };
       if (attempts + 1 >= maxAttempts) {
         return { count: done, refused, error: `relay failed: ${(error as Error).message}` };
@@ -258,11 +262,77 @@ export interface ReplayRelayFailuresOptions extends RelayReplayOptions {
   readonly onReport?: (report: RelayReplayReport) => void;
 }
 
+/**
+ * Relays again the one record the relay parked ({@link ParkedRelayRecord}): its outbox item
+ * from the parked copy (or, when that left it out for size, from the outbox table), with its
+ * sequence number as offset, flagged `replayed`, to every queue of its topic. It is
+ * `replayed` when sent; `incomplete` when the item is gone or the relay refuses it again
+ * (the record stays in the queue, for a fix and a later run).
+ */
+export async function replayParkedRecord(
+  parked: ParkedRelayRecord,
+  options: RelayReplayOptions,
+): Promise<RelayReplayReport> {
+  const base = { failure: undefined, parked, ignored: 0 };
+  const { pk, sk } = parked.keys;
+  let item = parked.item;
+  if (!item) {
+    const out = await awsCall('GetItem', options.outboxTable, [sk], () =>
+      options.dynamodb.send(
+        new GetItemCommand({
+          TableName: options.outboxTable,
+          Key: { pk: { S: pk }, sk: { S: sk } },
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    item = out.Item;
+  }
+  const sequenceNumber = parked.sequenceNumber;
+  if (!item) {
+    const missing = [{ pk, sk, sequenceNumber, reason: 'not in the outbox table (expired?)' }];
+    return {
+      ...base,
+      outcome: 'incomplete',
+      replayed: [],
+      missing,
+      detail: '1 event(s) missing from the outbox',
+    };
+  }
+  let event: ReplayedEvent;
+  try {
+    const record = recordFromItem(item);
+    event = { id: record.id, topic: record.topic, key: record.key, sequenceNumber };
+  } catch (error) {
+    const missing = [{ pk, sk, sequenceNumber, reason: (error as Error).message }];
+    return { ...base, outcome: 'incomplete', replayed: [], missing, detail: missing[0]!.reason };
+  }
+  if (options.dryRun) {
+    return { ...base, outcome: 'dry-run', replayed: [event], missing: [], detail: undefined };
+  }
+  const record = {
+    eventName: 'INSERT',
+    eventSource: 'aws:dynamodb',
+    ...(parked.streamArn ? { eventSourceARN: parked.streamArn } : {}),
+    dynamodb: { Keys: { pk: { S: pk }, sk: { S: sk } }, NewImage: item, SequenceNumber: sequenceNumber },
+  } as DynamoDBRecord;
+  const sent = await relayInOrder([record], options);
+  const done = sent.count === 1 && sent.refused.size === 0;
+  return {
+    ...base,
+    outcome: done ? 'replayed' : 'incomplete',
+    replayed: done ? [event] : [],
+    missing: [],
+    detail: done ? undefined : sent.error,
+  };
+}
+
 /** The report of one failure record's text: malformed, or what its replay did. */
 export async function replayBody(
   body: string,
   options: RelayReplayOptions,
 ): Promise<RelayReplayReport> {
+  if (isParkedRecordBody(body)) return replayParkedRecord(parseParkedRecord(body), options);
   let failure: RelayFailure;
   try {
     failure = parseRelayFailure(body);
