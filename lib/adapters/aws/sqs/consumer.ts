@@ -129,11 +129,13 @@ export class SqsConsumer implements Consumer {
     } catch (error) {
       // Never handed to the application: parked, or back-off and then the redrive policy.
       this.logger.error(`nack ${id}: ${(error as Error).message}`);
-      void this.park(m, error).then((parked) =>
-        parked
-          ? this.deleteNow(id, receipt)
-          : this.changeVisibility(id, this.backoff(receiveCount), receipt),
-      ).catch(() => undefined);
+      void this.park(m, error)
+        .then((parked) =>
+          parked
+            ? this.deleteNow(id, receipt)
+            : this.changeVisibility(id, this.backoff(receiveCount), receipt),
+        )
+        .catch(() => undefined);
       return undefined;
     }
     const seconds = this.visibilityTimeout();

@@ -108,7 +108,9 @@ export class SqsRelayParking implements RelayParking {
   async park(record: ParkedRelayRecord): Promise<void> {
     const { sqs, queueUrl } = this.options;
     await awsCall('SendMessage', queueUrl, [record.sequenceNumber], () =>
-      sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: parkedRecordBody(record) })),
+      sqs.send(
+        new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: parkedRecordBody(record) }),
+      ),
     );
   }
 }

@@ -314,7 +314,11 @@ export async function replayParkedRecord(
     eventName: 'INSERT',
     eventSource: 'aws:dynamodb',
     ...(parked.streamArn ? { eventSourceARN: parked.streamArn } : {}),
-    dynamodb: { Keys: { pk: { S: pk }, sk: { S: sk } }, NewImage: item, SequenceNumber: sequenceNumber },
+    dynamodb: {
+      Keys: { pk: { S: pk }, sk: { S: sk } },
+      NewImage: item,
+      SequenceNumber: sequenceNumber,
+    },
   } as DynamoDBRecord;
   const sent = await relayInOrder([record], options);
   const done = sent.count === 1 && sent.refused.size === 0;

@@ -275,7 +275,9 @@ export class OutboxRelay {
           failures = (out.Failed ?? []).flatMap((f) => {
             const entry = byId.get(f.Id ?? '');
             if (!entry) return [];
-            console.error(`SendMessageBatch to ${url}: entry ${f.Id} failed: ${f.Code} ${f.Message}`);
+            console.error(
+              `SendMessageBatch to ${url}: entry ${f.Id} failed: ${f.Code} ${f.Message}`,
+            );
             return [
               {
                 entry,
