@@ -47,9 +47,23 @@ const PARK_BODY_LIMIT = MAX_SQS_BODY_BYTES - 4_096;
  * that would exceed the SQS limit.
  */
 export function parkedRecordBody(record: ParkedRelayRecord): string {
-  const body = JSON.stringify(record);
+  const body = JSON.stringify(record, binaryAsBase64);
   if (Buffer.byteLength(body) <= PARK_BODY_LIMIT) return body;
   return JSON.stringify({ ...record, item: undefined });
+}
+
+/**
+ * Binary attributes as a Lambda event carries them, base64 strings: the SDK's stream reader
+ * (the local poller) hands bytes, which JSON would turn into an object of indices.
+ */
+function binaryAsBase64(_key: string, value: unknown): unknown {
+  if (value instanceof Uint8Array) return Buffer.from(value).toString('base64');
+  // Buffer's own toJSON runs before a replacer.
+  const json = value as { type?: unknown; data?: unknown } | null;
+  if (json?.type === 'Buffer' && Array.isArray(json.data)) {
+    return Buffer.from(json.data as number[]).toString('base64');
+  }
+  return value;
 }
 
 /** Whether a relay-failures message body is a parked record (not a Lambda failure record). */
