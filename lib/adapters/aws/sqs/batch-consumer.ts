@@ -1,5 +1,5 @@
 import { processPartialResponse, SqsFifoPartialProcessorAsync } from '@aws-lambda-powertools/batch';
-import { ChangeMessageVisibilityBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { errorMessage, LambdacableError } from '../../../kernel/errors.js';
 import { PartitionAckManager } from '../../../messaging/ack-manager.js';
@@ -11,9 +11,10 @@ import {
   isAcked,
 } from '../../../messaging/ack-store.js';
 import { decodeEnvelope, type Envelope } from '../../../messaging/envelope.js';
-import { backoffSeconds, classifyFailure } from '../../../messaging/failures.js';
+import { classifyFailure } from '../../../messaging/failures.js';
 import type { Message } from '../../../messaging/types.js';
-import { parkInDeadLetterQueue } from './dead-letter.js';
+import { parkSqsRecord } from './dead-letter.js';
+import { delayRedelivery } from './redelivery.js';
 import { messageGroupId } from './relay.js';
 
 /** A consumed message with everything the envelope carries. */
@@ -215,29 +216,9 @@ export async function consumeSqsBatch(
   /** Parks a permanent failure; false when it is transient, or parking is off or failed. */
   const park = async (record: SQSRecord, reason: unknown): Promise<boolean> => {
     if (!options.deadLetter || classifyFailure(reason) !== 'permanent') return false;
-    try {
-      await parkInDeadLetterQueue(
-        options.deadLetter.sqs,
-        options.deadLetter.queueUrl(record.eventSourceARN),
-        {
-          messageId: record.messageId,
-          body: record.body,
-          messageGroupId: record.attributes.MessageGroupId,
-          receiveCount: Number(record.attributes.ApproximateReceiveCount ?? '1'),
-          messageAttributes: record.messageAttributes,
-          sourceQueue: record.eventSourceARN,
-        },
-        reason,
-      );
-    } catch (error) {
-      logger.error(
-        `could not park ${record.messageId} in the DLQ, it is retried: ${errorMessage(error)}`,
-      );
-      return false;
-    }
-    parked++;
-    logger.error(`parked ${record.messageId} in the DLQ (permanent): ${errorMessage(reason)}`);
-    return true;
+    const done = await parkSqsRecord(options.deadLetter, record, reason, logger);
+    if (done) parked++;
+    return done;
   };
 
   const recordHandler = async (record: SQSRecord): Promise<void> => {
@@ -387,40 +368,4 @@ function maxOf(offsets: readonly bigint[]): bigint | undefined {
 
 function retention(options: BatchConsumerOptions): { holeRetentionMs?: number } {
   return options.holeRetentionMs === undefined ? {} : { holeRetentionMs: options.holeRetentionMs };
-}
-
-async function delayRedelivery(
-  event: SQSEvent,
-  response: SQSBatchResponse,
-  visibility: NonNullable<BatchConsumerOptions['visibility']>,
-  logger: Pick<Console, 'error' | 'warn'>,
-): Promise<void> {
-  const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
-  const backoff = visibility.backoffSeconds ?? ((n: number) => backoffSeconds(n));
-  const byQueue = new Map<string, SQSRecord[]>();
-  for (const r of event.Records) {
-    if (!failed.has(r.messageId)) continue;
-    const url = visibility.queueUrl(r.eventSourceARN);
-    byQueue.set(url, [...(byQueue.get(url) ?? []), r]);
-  }
-  for (const [url, records] of byQueue) {
-    for (let i = 0; i < records.length; i += 10) {
-      const chunk = records.slice(i, i + 10);
-      try {
-        await visibility.sqs.send(
-          new ChangeMessageVisibilityBatchCommand({
-            QueueUrl: url,
-            Entries: chunk.map((r, j) => ({
-              Id: `m${i + j}`,
-              ReceiptHandle: r.receiptHandle,
-              VisibilityTimeout: backoff(Number(r.attributes.ApproximateReceiveCount ?? '1')),
-            })),
-          }),
-        );
-      } catch (error) {
-        // The queue's visibility timeout still brings the message back.
-        logger.warn(`could not delay redelivery on ${url}`, error);
-      }
-    }
-  }
 }

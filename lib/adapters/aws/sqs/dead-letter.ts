@@ -3,7 +3,7 @@ import {
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { SQSMessageAttributes } from 'aws-lambda';
+import type { SQSMessageAttributes, SQSRecord } from 'aws-lambda';
 import { errorMessage } from '../../../kernel/errors.js';
 import { awsCall } from '../call.js';
 
@@ -80,4 +80,39 @@ export async function parkInDeadLetterQueue(
       }),
     ),
   );
+}
+
+/**
+ * Parks a Lambda SQS record in the DLQ that `deadLetter.queueUrl` names for its source queue
+ * ({@link parkInDeadLetterQueue}) and logs it; false, logged, when parking failed (the caller
+ * then retries the record as a transient failure).
+ */
+export async function parkSqsRecord(
+  deadLetter: { readonly sqs: SQSClient; readonly queueUrl: (eventSourceArn: string) => string },
+  record: SQSRecord,
+  reason: unknown,
+  logger: Pick<Console, 'error'>,
+): Promise<boolean> {
+  try {
+    await parkInDeadLetterQueue(
+      deadLetter.sqs,
+      deadLetter.queueUrl(record.eventSourceARN),
+      {
+        messageId: record.messageId,
+        body: record.body,
+        messageGroupId: record.attributes.MessageGroupId,
+        receiveCount: Number(record.attributes.ApproximateReceiveCount ?? '1'),
+        messageAttributes: record.messageAttributes,
+        sourceQueue: record.eventSourceARN,
+      },
+      reason,
+    );
+  } catch (error) {
+    logger.error(
+      `could not park ${record.messageId} in the DLQ, it is retried: ${errorMessage(error)}`,
+    );
+    return false;
+  }
+  logger.error(`parked ${record.messageId} in the DLQ (permanent): ${errorMessage(reason)}`);
+  return true;
 }

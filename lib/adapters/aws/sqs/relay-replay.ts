@@ -11,6 +11,7 @@ import { awsCall } from '../call.js';
 import { recordFromItem } from '../dynamodb/outbox.js';
 import { parseRelayFailure, type RelayFailure, readShardRange } from '../dynamodb/relay-failure.js';
 import type { RelayCallOptions, RelayResult } from './relay.js';
+import { relayInOrder } from './relay-in-order.js';
 import { isParkedRecordBody, type ParkedRelayRecord, parseParkedRecord } from './relay-parking.js';
 
 /** Options of {@link replayRelayFailure}. */
@@ -74,9 +75,6 @@ export interface RelayReplayReport {
   /** What is wrong when the outcome is not `replayed`. */
   readonly detail: string | undefined;
 }
-
-/** Records handed to one `relay()` call: Lambda's batch size for the relay. */
-const RELAY_BATCH = 100;
 
 /**
  * Relays again exactly the committed events a `relay-failures` record names: the shard's
@@ -167,73 +165,6 @@ export async function replayRelayFailure(
     replayed: events.slice(0, sent.count).filter((e) => !sent.refused.has(e.sequenceNumber)),
     missing,
     detail: problems.length === 0 ? undefined : problems.join('; '),
-  };
-}
-
-/**
- * Relays `records` in order, each retried from the first one not sent as Lambda would;
- * returns how many were handed over before the first that never was sent. A record the
- * relay refuses (one it can never send) does not stop the rest: it is counted, and makes
- * it an error.
- */
-async function relayInOrder(
-  records: readonly DynamoDBRecord[],
-  options: RelayReplayOptions,
-): Promise<{ count: number; refused: ReadonlySet<string>; error: string | undefined }> {
-  const maxAttempts = options.maxAttempts ?? 5;
-  let done = 0;
-  let attempts = 0;
-  const refused = new Set<string>();
-  while (done < records.length) {
-    const batch = records.slice(done, done + RELAY_BATCH);
-    let result: RelayResult;
-    try {
-      result = await options.relay.relay(batch, { replayed: true });
-    } catch (error) {
-      result = {
-        batchItemFailures: [{ itemIdentifier: batch[0]?.dynamodb?.SequenceNumber ?? '' }],
-        sent: 0,
-        refused: 0,
-        refusedSequenceNumbers: [],
-        parked: 0,
-      };
-      if (attempts + 1 >= maxAttempts) {
-        return { count: done, refused, error: `relay failed: ${(error as Error).message}` };
-      }
-    }
-    const failed = result.batchItemFailures[0]?.itemIdentifier;
-    if (failed === undefined) {
-      done += batch.length;
-      attempts = 0;
-      continue;
-    }
-    const at = batch.findIndex((r) => r.dynamodb?.SequenceNumber === failed);
-    if (at >= 0 && result.refusedSequenceNumbers.includes(failed)) {
-      // Retrying cannot help: go on after it (what follows was sent; sending again is harmless).
-      refused.add(failed);
-      done += at + 1;
-      attempts = 0;
-      continue;
-    }
-    done += Math.max(0, at);
-    if (at > 0) attempts = 0;
-    attempts++;
-    if (attempts >= maxAttempts) {
-      return {
-        count: done,
-        refused,
-        error: `relay failed ${attempts} times from sequence number ${failed}`,
-      };
-    }
-    await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempts)));
-  }
-  return {
-    count: done,
-    refused,
-    error:
-      refused.size > 0
-        ? `the relay refused ${refused.size} record(s) it cannot send: ${[...refused].join(', ')}`
-        : undefined,
   };
 }
 
