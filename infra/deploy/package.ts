@@ -10,8 +10,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LambdacableError } from '../../lib/core';
 
-/** The minified bundle a function should stay within, with the SDK from the runtime. */
-export const BUNDLE_BUDGET_BYTES = 160 * 1024;
+/**
+ * The minified bundle a function should stay within, with the SDK from the runtime (168 KiB
+ * since the consumers park poison messages in their DLQ: broadcast is about 162 KiB).
+ */
+export const BUNDLE_BUDGET_BYTES = 168 * 1024;
 
 /** One function's artifact. */
 export interface ArtifactSize {
