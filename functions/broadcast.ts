@@ -3,6 +3,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { type ConsumedMessage, consumeSqsBatch, NackError } from '../lib/aws';
 import {
   BroadcastEvent,
+  backoffSeconds,
   errorMessage,
   MessageFormatError,
   RemoteCommandEvent,
@@ -10,6 +11,7 @@ import {
 } from '../lib/core';
 import {
   addFrameMetrics,
+  deadLetterOf,
   delivery,
   runtime,
   codec as runtimeCodec,
@@ -62,14 +64,22 @@ export const handler = async (event: SQSEvent, context?: Context): Promise<SQSBa
       visibility: {
         sqs,
         queueUrl: () => queues.broadcast!,
-        // A deferred message comes back at once; a failed one after 2^receiveCount s.
-        backoffSeconds: (n) => (Date.now() > startBy ? 0 : Math.min(900, 2 ** n)),
+        // A deferred message comes back at once; a failed one after 2 s doubling, at most 120.
+        backoffSeconds: (n) => (Date.now() > startBy ? 0 : backoffSeconds(n)),
       },
+      // Undecodable, an unknown event type, a command payload that is not JSON: parked in
+      // the DLQ at once, the stream's later broadcasts go on.
+      ...deadLetterOf('broadcast'),
     },
   );
   const failed = response.batchItemFailures.length;
-  metrics.addMetric('consumedMessages', MetricUnit.Count, event.Records.length - failed);
+  metrics.addMetric(
+    'consumedMessages',
+    MetricUnit.Count,
+    event.Records.length - failed - response.parked,
+  );
   metrics.addMetric('failedMessages', MetricUnit.Count, failed);
+  metrics.addMetric('parkedMessages', MetricUnit.Count, response.parked);
   addFrameMetrics(metrics, fanout.takeCounts());
   metrics.publishStoredMetrics();
   return response;

@@ -4,8 +4,10 @@ import { runtime, metrics as runtimeMetrics, relay as runtimeRelay } from './run
 
 /**
  * DynamoDB Stream of the outbox table → SQS FIFO queues of the subscribed groups. A record
- * the relay refuses (unreadable, or a body over the SQS limit) is a batch item failure:
- * Lambda retries it, then hands the batch to the relay-failures destination.
+ * the relay refuses (unreadable, a body over the SQS limit, an entry SQS refuses with
+ * SenderFault) is parked in relay-failures with its item and the shard goes on (counted in
+ * `relayRefusedRecords`, alarmed); one it could not park is a batch item failure. A transient
+ * failure is retried in the invocation, then by Lambda (`maximumRetryAttempts`).
  */
 export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> => {
   const { logger } = runtime();
@@ -13,17 +15,21 @@ export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatch
   const result = await runtimeRelay().relay(event.Records);
   metrics.addMetric('relayedMessages', MetricUnit.Count, result.sent);
   metrics.addMetric('relayRefusedRecords', MetricUnit.Count, result.refused);
+  metrics.addMetric('relayParkedRecords', MetricUnit.Count, result.parked);
   metrics.addMetric('relayRetries', MetricUnit.Count, result.batchItemFailures.length);
   metrics.publishStoredMetrics();
   if (result.refused > 0) {
-    logger.error('outbox records refused: retried, then sent to relay-failures', {
+    // Parked ones are overtaken by their key's later records until relay:replay sends them.
+    logger.error('outbox records refused: parked in relay-failures, or else retried', {
       sequenceNumbers: result.refusedSequenceNumbers,
+      parked: result.parked,
     });
   }
   logger.info('outbox relayed', {
     records: event.Records.length,
     sent: result.sent,
     refused: result.refused,
+    parked: result.parked,
     retryFrom: result.batchItemFailures[0]?.itemIdentifier,
   });
   return { batchItemFailures: result.batchItemFailures };

@@ -14,7 +14,9 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import {
   DELIVER_FUNCTION_VARIABLE,
+  dlqUrlVariable,
   queueUrlVariable,
+  RELAY_FAILURES_URL_VARIABLE,
   tableVariable,
 } from '../infra/deploy/cloudformation';
 import {
@@ -24,6 +26,7 @@ import {
 } from '../infra/deploy/definitions';
 import {
   ApiGatewayConnectionApi,
+  type BatchConsumerOptions,
   type ConsumedMessage,
   consumeSqsBatch,
   DynamoAckStore,
@@ -39,6 +42,7 @@ import {
   OutboxProducer,
   OutboxRelay,
   recordAwsCalls,
+  SqsRelayParking,
 } from '../lib/aws';
 import {
   AvroCodec,
@@ -76,6 +80,17 @@ export interface Runtime {
   readonly tables: Readonly<Record<TableName, string>>;
   /** Consumer group → queue URL. */
   readonly queues: Readonly<Record<string, string>>;
+  /**
+   * Consumer group → DLQ URL, where its consumer parks a message that can never be handled
+   * (`LAMBDACABLE_DLQ_<GROUP>`; without it such a message is retried until `maxReceiveCount`).
+   */
+  readonly deadLetterQueues: Readonly<Record<string, string | undefined>>;
+  /**
+   * The relay failures queue, where the relay parks a record it can never send
+   * (`LAMBDACABLE_RELAY_FAILURES_QUEUE`; without it such a record is retried until Lambda
+   * gives its batch up).
+   */
+  readonly relayFailuresQueue: string | undefined;
   /** The management API endpoint of a WebSocket request. */
   managementEndpoint(context: { domainName?: string; stage?: string }): string;
   /** Applies the call recorder (`LAMBDACABLE_AWS_CALL_LOG`) to an SDK client. */
@@ -160,6 +175,9 @@ export function buildRuntime(env: Env): Runtime {
   const queues = Object.fromEntries(
     consumerGroups.map((g) => [g.name, required(env, queueUrlVariable(g.name))]),
   );
+  const deadLetterQueues = Object.fromEntries(
+    consumerGroups.map((g) => [g.name, env[dlqUrlVariable(g.name)] || undefined]),
+  );
   return {
     config,
     logger,
@@ -174,6 +192,8 @@ export function buildRuntime(env: Env): Runtime {
     ),
     tables,
     queues,
+    deadLetterQueues,
+    relayFailuresQueue: env[RELAY_FAILURES_URL_VARIABLE] || undefined,
     managementEndpoint: (context) =>
       managementOverride ?? `https://${context.domainName}/${context.stage}`,
     record,
@@ -386,7 +406,7 @@ export function codec(): AvroCodec {
 
 /** The stream relay: outbox records → the queues of the groups subscribed to their topic. */
 export function relay(): OutboxRelay {
-  return part('relay', ({ sqs, queues, logger }) => {
+  return part('relay', ({ sqs, queues, logger, relayFailuresQueue }) => {
     const routes: Record<string, string[]> = {};
     for (const group of consumerGroups) {
       for (const topic of group.topics)
@@ -395,19 +415,31 @@ export function relay(): OutboxRelay {
     return new OutboxRelay({
       sqs,
       routes,
-      // Refused records are batch item failures: retried, then sent to relay-failures.
+      // A refused record (unreadable, oversize, SenderFault) is parked in relay-failures with
+      // its item, and its shard goes on; relay:replay sends it again.
       onRefused: (error, sequenceNumber) =>
         logger.error('outbox record refused', { error, sequenceNumber }),
+      ...(relayFailuresQueue
+        ? { parking: new SqsRelayParking({ sqs, queueUrl: relayFailuresQueue }) }
+        : {}),
     });
   });
+}
+
+/** `consumeSqsBatch`'s `deadLetter` option for `group`: its DLQ, when the environment names it. */
+export function deadLetterOf(group: string): { deadLetter?: BatchConsumerOptions['deadLetter'] } {
+  const { sqs, deadLetterQueues } = runtime();
+  const url = deadLetterQueues[group];
+  return url ? { deadLetter: { sqs, queueUrl: () => url } } : {};
 }
 
 /**
  * The Lambda handler of a consumer group declared in `infra/deploy/consumers.ts`: each SQS
  * record becomes a {@link ConsumedMessage} for `handle` (`consumeSqsBatch`), with the group's
- * ack state in the `acks` table when it declares `ackStore`, a nacked message's redelivery
- * delayed by 2^receiveCount s (at most 900), and the `consumedMessages` and `failedMessages`
- * metrics.
+ * ack state in the `acks` table when it declares `ackStore`, a transiently failed message's
+ * redelivery delayed by `backoffSeconds` (2 s doubling, at most 120), a permanently failed one
+ * parked in the group's DLQ at once, and the `consumedMessages`, `failedMessages` and
+ * `parkedMessages` metrics.
  */
 export function consumer(
   group: string,
@@ -434,11 +466,17 @@ export function consumer(
         : {}),
       logger,
       visibility: { sqs, queueUrl: () => queues[group]! },
+      ...deadLetterOf(group),
     });
     const m = metrics();
     const failed = response.batchItemFailures.length;
-    m.addMetric('consumedMessages', MetricUnit.Count, event.Records.length - failed);
+    m.addMetric(
+      'consumedMessages',
+      MetricUnit.Count,
+      event.Records.length - failed - response.parked,
+    );
     m.addMetric('failedMessages', MetricUnit.Count, failed);
+    m.addMetric('parkedMessages', MetricUnit.Count, response.parked);
     m.publishStoredMetrics();
     return response;
   };

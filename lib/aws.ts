@@ -75,6 +75,7 @@ export { AwsSecrets, type AwsSecretsOptions } from './adapters/aws/secrets.js';
 export {
   type BatchConsumerOptions,
   type ConsumedMessage,
+  type ConsumeResult,
   consumeSqsBatch,
   NackError,
 } from './adapters/aws/sqs/batch-consumer.js';
@@ -82,6 +83,11 @@ export {
   SqsConsumer,
   type SqsConsumerOptions,
 } from './adapters/aws/sqs/consumer.js';
+export {
+  PARKED_ATTRIBUTES,
+  type ParkedMessage,
+  parkInDeadLetterQueue,
+} from './adapters/aws/sqs/dead-letter.js';
 export {
   deduplicationId,
   HASHED_ID_PREFIX,
@@ -91,9 +97,19 @@ export {
   type RelayResult,
 } from './adapters/aws/sqs/relay.js';
 export {
+  isParkedRecordBody,
+  PARKED_RECORD_KIND,
+  type ParkedRelayRecord,
+  parkedRecordBody,
+  parseParkedRecord,
+  type RelayParking,
+  SqsRelayParking,
+} from './adapters/aws/sqs/relay-parking.js';
+export {
   type RelayReplayOptions,
   type RelayReplayReport,
   type ReplayRelayFailuresOptions,
+  replayParkedRecord,
   replayRelayFailure,
   replayRelayFailures,
 } from './adapters/aws/sqs/relay-replay.js';

@@ -93,6 +93,19 @@ export {
   sqsBodyBytes,
 } from './messaging/envelope.js';
 export {
+  backoffSeconds,
+  classifyBatchEntry,
+  classifyFailure,
+  DEFAULT_RETRY_SCHEDULE,
+  type FailureKind,
+  MIN_RETRY_WINDOW_SECONDS,
+  RELAY_MAX_RETRY_ATTEMPTS,
+  RELAY_RETRY_DELAYS_MS,
+  type RetrySchedule,
+  relayRetryWindowSeconds,
+  retryWindowSeconds,
+} from './messaging/failures.js';
+export {
   type Client,
   type CloseableProducer,
   type Consumer,

@@ -4,6 +4,7 @@
  * failure queue, and one least-privilege IAM role per function.
  */
 
+import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
 import {
   BUCKET_INDEX,
   type ConsumerGroupDefinition,
@@ -63,6 +64,14 @@ export function queueUrlVariable(group: string): string {
   return `LAMBDACABLE_QUEUE_${group.replace(/[^A-Za-z0-9]/g, '_').toUpperCase()}`;
 }
 
+/** Environment variable holding a consumer group's DLQ URL (where it parks poison messages). */
+export function dlqUrlVariable(group: string): string {
+  return `LAMBDACABLE_DLQ_${group.replace(/[^A-Za-z0-9]/g, '_').toUpperCase()}`;
+}
+
+/** Environment variable holding the relay failures queue URL (where the relay parks records). */
+export const RELAY_FAILURES_URL_VARIABLE = 'LAMBDACABLE_RELAY_FAILURES_QUEUE';
+
 /** Environment variable holding a table's physical name. */
 export function tableVariable(table: TableName): string {
   return `LAMBDACABLE_TABLE_${table.toUpperCase()}`;
@@ -92,7 +101,12 @@ export type Permission =
       readonly queries?: readonly string[];
     }
   | { readonly stream: 'outbox' }
-  | { readonly queues: 'all' | readonly string[]; readonly actions: readonly string[] }
+  | {
+      readonly queues: 'all' | readonly string[];
+      readonly actions: readonly string[];
+      /** On the groups' DLQs instead of their queues. */
+      readonly dlq?: true;
+    }
   | { readonly relayFailures: true }
   | { readonly manageConnections: true }
   /**
@@ -123,6 +137,8 @@ const CONSUME = [
   'sqs:GetQueueAttributes',
   'sqs:ChangeMessageVisibility',
 ];
+/** Parking a message that can never be handled in the group's DLQ (`consumeSqsBatch`). */
+const PARK = ['sqs:SendMessage'];
 /** `Gateway.disconnect`: the connection, its session finished, its subscriptions removed. */
 const DISCONNECT: readonly Permission[] = [
   { table: 'connections', actions: [GET, QUERY, BATCH_WRITE] },
@@ -149,6 +165,7 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   ],
   broadcast: [
     { queues: ['broadcast'], actions: CONSUME },
+    { queues: ['broadcast'], dlq: true, actions: PARK },
     { table: 'schemas', actions: [GET] },
     // The stream's meta and counter and one message per offset; trims past the limit.
     // (Query: whether an older redelivery was appended, or is a redriven message.)
@@ -237,6 +254,7 @@ export function consumerPermissions(group: ConsumerGroupDefinition): readonly Pe
   if (own) return own;
   return [
     { queues: [group.name], actions: CONSUME },
+    { queues: [group.name], dlq: true, actions: PARK },
     { table: 'schemas', actions: [GET] },
     // The ack state of each partition: read before a batch, a conditional write after it.
     ...(group.ackStore ? [{ table: 'acks' as const, actions: [GET, UPDATE] }] : []),
@@ -377,7 +395,7 @@ export function cloudFormation(options: CloudFormationOptions): {
         VisibilityTimeout: visibilityTimeoutOf(group),
         RedrivePolicy: {
           deadLetterTargetArn: { 'Fn::GetAtt': [ids.dlq, 'Arn'] },
-          maxReceiveCount: group.maxReceiveCount ?? 5,
+          maxReceiveCount: group.maxReceiveCount ?? DEFAULT_RETRY_SCHEDULE.maxReceiveCount,
         },
       },
     };
@@ -421,8 +439,11 @@ export function functionEnvironment(
   for (const name of Object.keys(tables) as TableName[]) {
     env[tableVariable(name)] = tableName(prefix, name);
   }
-  for (const group of groups)
+  for (const group of groups) {
     env[queueUrlVariable(group.name)] = { Ref: queueLogicalIds(group.name).queue };
+    env[dlqUrlVariable(group.name)] = { Ref: queueLogicalIds(group.name).dlq };
+  }
+  env[RELAY_FAILURES_URL_VARIABLE] = { Ref: RELAY_FAILURES_QUEUE };
   env[DELIVER_FUNCTION_VARIABLE] = `${prefix}-deliver`;
   return env;
 }
@@ -519,7 +540,9 @@ function statement(
     return {
       Effect: 'Allow',
       Action: [...p.actions],
-      Resource: names.map((g) => ({ 'Fn::GetAtt': [queueLogicalIds(g).queue, 'Arn'] })),
+      Resource: names.map((g) => ({
+        'Fn::GetAtt': [p.dlq ? queueLogicalIds(g).dlq : queueLogicalIds(g).queue, 'Arn'],
+      })),
     };
   }
   if ('relayFailures' in p) {

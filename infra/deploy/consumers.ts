@@ -5,6 +5,7 @@
  * `serverless.yml`), its IAM role, and locally a poller that invokes it (`npm start`).
  */
 
+import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
 import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts';
 import type { Permission } from './cloudformation';
 
@@ -51,8 +52,12 @@ export interface ConsumerGroupDefinition {
    */
   readonly visibilityTimeout?: number;
   /**
-   * Deliveries before a message moves to the DLQ.
-   * @default 5
+   * Deliveries before a message that keeps failing transiently moves to the DLQ (a
+   * permanent failure is parked there at its first delivery). With the consumers' back-off
+   * (`DEFAULT_RETRY_SCHEDULE`: 2 s doubling, at most 120 s) keep it at 10 or more: 10
+   * deliveries are 486 s of retries, over the 5 minutes no retry path may give up before
+   * (`MIN_RETRY_WINDOW_SECONDS`, the deploy tests check it).
+   * @default 10
    */
   readonly maxReceiveCount?: number;
   /**
@@ -77,7 +82,9 @@ const broadcast: ConsumerGroupDefinition = {
   // 6 × the timeout, as AWS advises for SQS triggers (a nack still comes back sooner: the
   // consumer sets its own back-off).
   visibilityTimeout: 1800,
-  maxReceiveCount: 5,
+  // 486 s of back-off (2 s doubling, at most 120 s) before the DLQ: a throttling episode of
+  // minutes no longer dead-letters broadcasts.
+  maxReceiveCount: DEFAULT_RETRY_SCHEDULE.maxReceiveCount,
 };
 
 /**
@@ -91,7 +98,6 @@ const audit: ConsumerGroupDefinition = {
   handler: 'functions/consumers/audit.handler',
   ackStore: true,
   timeout: 10,
-  maxReceiveCount: 3,
 };
 
 /** Whether the example consumer is part of this deployment (`LAMBDACABLE_EXAMPLE_CONSUMER`). */

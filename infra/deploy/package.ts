@@ -10,7 +10,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LambdacableError } from '../../lib/core';
 
-/** The minified bundle a function should stay within, with the SDK from the runtime. */
+/**
+ * The minified bundle a function should stay within, with the SDK from the runtime (192 KiB
+ * since broadcast took remote revocations and DLQ parking, httpBroadcast Powertools
+ * Idempotency and the functions with secrets Powertools Parameters).
+ */
 export const BUNDLE_BUDGET_BYTES = 192 * 1024;
 
 /** One function's artifact. */

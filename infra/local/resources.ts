@@ -7,6 +7,7 @@ import {
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
 import {
   type ConsumerGroupDefinition,
   DLQ_RETENTION_SECONDS,
@@ -111,7 +112,7 @@ async function createGroupQueue(
   group: ConsumerGroupDefinition,
 ): Promise<LocalQueue> {
   const { queue, dlq } = queueNames(prefix, group.name);
-  const maxReceiveCount = group.maxReceiveCount ?? 5;
+  const maxReceiveCount = group.maxReceiveCount ?? DEFAULT_RETRY_SCHEDULE.maxReceiveCount;
   const dlqUrl = await createQueue(sqs, dlq, {
     FifoQueue: 'true',
     MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),

@@ -9,7 +9,12 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { recordAwsCalls } from '../../lib/adapters/aws/call-log';
 import { LambdacableError } from '../../lib/core';
-import { queueUrlVariable, tableVariable } from '../deploy/cloudformation';
+import {
+  dlqUrlVariable,
+  queueUrlVariable,
+  RELAY_FAILURES_URL_VARIABLE,
+  tableVariable,
+} from '../deploy/cloudformation';
 import {
   consumerGroupsFor,
   queueNames,
@@ -207,7 +212,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     for (const group of groups) {
       const queue = resources.queues[group.name];
       if (queue) base[queueUrlVariable(group.name)] = queue.url;
+      if (queue) base[dlqUrlVariable(group.name)] = queue.dlqUrl;
     }
+    if (resources.relayFailuresUrl) base[RELAY_FAILURES_URL_VARIABLE] = resources.relayFailuresUrl;
 
     // The deployed alarms' local equivalents, one live line each (README, "Alarms and runbook").
     const alarms = new LocalAlarms({

@@ -3,7 +3,9 @@
  * events that the stream relay gave up on. Reads each record of the `relay-failures` queue
  * (or one from a file or stdin), reads the shard range it names from the outbox stream and the
  * events from the outbox table, sends them as the relay did (same id, group and offset) and
- * deletes the record once every event it names was sent. Prints a line per record and the
+ * deletes the record once every event it names was sent. A record the relay parked (refused:
+ * unreadable, oversize, or refused by SQS with SenderFault) is sent again from its copy in the
+ * message. Prints a line per record and the
  * events; exits 0 when every record was replayed, 1 when one was kept, 2 on bad usage.
  * See README, "Replaying relay failures".
  */
@@ -139,9 +141,12 @@ const print = (report: RelayReplayReport) => {
     return;
   }
   const f = report.failure;
+  const p = report.parked;
   const what = f
     ? `${f.shardId} ${f.startSequenceNumber}..${f.endSequenceNumber} (${f.condition || 'no condition'}, ${f.batchSize} records, first at ${f.approximateArrivalOfFirstRecord})`
-    : 'a record';
+    : p
+      ? `parked record ${p.sequenceNumber} (${p.keys.pk} ${p.keys.sk}; ${p.error.code || p.error.name}: ${p.error.message})`
+      : 'a record';
   const verb = { replayed: 'replayed', 'dry-run': 'would replay' }[report.outcome as string];
   console.log(
     verb

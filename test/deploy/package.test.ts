@@ -360,9 +360,10 @@ describe('a consumer group of your own, declared in infra/deploy/consumers.ts (t
     expect(queue.QueueName).toBe('lambdacable-ci-audit.fifo');
     // The default visibility: 6 × the function's timeout.
     expect(queue.VisibilityTimeout).toBe(60);
+    // The default: 10 deliveries, 486 s of back-off before the DLQ (DEFAULT_RETRY_SCHEDULE).
     expect(queue.RedrivePolicy).toEqual({
       deadLetterTargetArn: { 'Fn::GetAtt': ['AuditDlq', 'Arn'] },
-      maxReceiveCount: 3,
+      maxReceiveCount: 10,
     });
   });
 

@@ -477,6 +477,8 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
   'httpBroadcast ssm:GetParameter parameter/lambdacable/local/broadcast-key-previous': SECRETS_READ,
   'broadcast sqs:ChangeMessageVisibility lambdacable-local-broadcast.fifo':
     'nack back-off and visibility heartbeats (test/integration/consumers.test.ts)',
+  'broadcast sqs:SendMessage lambdacable-local-broadcast-dlq.fifo':
+    'a poison message parked in the DLQ at once (test/integration/poison.test.ts)',
   'broadcast dynamodb:Query table/lambdacable-local-history':
     'a redelivery older than the last appended: a duplicate, or a redriven message',
   'broadcast dynamodb:DeleteItem table/lambdacable-local-connections':
@@ -613,7 +615,7 @@ describe('the local equivalents of the alarms (README, "Alarms and runbook")', (
     try {
       const queue = stack.resources.queues.audit!;
       const poison = `poison ${Date.now()}: not a lambdacable envelope`;
-      // Every delivery fails; after maxReceiveCount (3) the queue's redrive dead-letters it.
+      // Not an envelope: poison, parked in the DLQ by the consumer at its first delivery.
       await sqs.send(
         new SendMessageCommand({
           QueueUrl: queue.url,

@@ -45,13 +45,16 @@ export function outboxPoller(
   };
 }
 
-/** A relay on the test's queues. */
+/**
+ * A relay on the test's queues. It does not try a failed send again within a call (no
+ * `retryDelaysMs`): the poller's retries stand in for Lambda's, at once.
+ */
 export function relayFor(
   sqs: SQSClient,
   routes: OutboxRelayOptions['routes'],
   extra: Partial<OutboxRelayOptions> = {},
 ): OutboxRelay {
-  return new OutboxRelay({ sqs, routes, onRefused: () => {}, ...extra });
+  return new OutboxRelay({ sqs, routes, onRefused: () => {}, retryDelaysMs: [], ...extra });
 }
 
 /** Receives until the queue stays empty, deleting what it got. */

@@ -374,6 +374,8 @@ describe('relay input it cannot deliver', () => {
       sent: 0,
       refused: 2,
       refusedSequenceNumbers: ['1', '2'],
+      // No parking place given: nothing parked (the deployed relay parks them, see poison.test.ts).
+      parked: 0,
     });
     expect(refused.map((r) => r.seq)).toEqual(['1', '2']);
     expect(refused[0]!.error).toBeInstanceOf(MessageFormatError);

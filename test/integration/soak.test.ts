@@ -204,6 +204,8 @@ describe('soak: outbox → stream → relay → SQS FIFO → batch consumer, und
       sqs: sqsClient({ SendMessageBatchCommand: [0.03, 0.01] }),
       routes: { soak: [queue.url] },
       onRefused: () => {},
+      // Throttled sends are tried again within the call, with short delays here.
+      retryDelaysMs: [5, 10, 20],
     });
     let relayCalls = 0;
     const streams = new DynamoDBStreamsClient({

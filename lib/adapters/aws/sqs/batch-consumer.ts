@@ -1,5 +1,5 @@
 import { processPartialResponse, SqsFifoPartialProcessorAsync } from '@aws-lambda-powertools/batch';
-import { ChangeMessageVisibilityBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { errorMessage, LambdacableError } from '../../../kernel/errors.js';
 import { PartitionAckManager } from '../../../messaging/ack-manager.js';
@@ -11,7 +11,10 @@ import {
   isAcked,
 } from '../../../messaging/ack-store.js';
 import { decodeEnvelope, type Envelope } from '../../../messaging/envelope.js';
+import { classifyFailure } from '../../../messaging/failures.js';
 import type { Message } from '../../../messaging/types.js';
+import { parkSqsRecord } from './dead-letter.js';
+import { delayRedelivery } from './redelivery.js';
 import { messageGroupId } from './relay.js';
 
 /** A consumed message with everything the envelope carries. */
@@ -53,8 +56,25 @@ export interface BatchConsumerOptions {
     readonly sqs: SQSClient;
     /** The queue URL of a record's `eventSourceARN`. */
     readonly queueUrl: (eventSourceArn: string) => string;
-    /** @default 2^receiveCount seconds, at most 900 */
+    /**
+     * @default `backoffSeconds` of `DEFAULT_RETRY_SCHEDULE`: 2 × 2^(receiveCount − 1) s, at
+     * most 120 (with 10 deliveries, 486 s of retries before the DLQ)
+     */
     readonly backoffSeconds?: (receiveCount: number) => number;
+  };
+  /**
+   * Parks a message that can never be handled (`classifyFailure` says `permanent`: an
+   * undecodable envelope or payload, an unknown event type, bad JSON) in the group's DLQ at
+   * once, with its body, group and attributes and why ({@link parkInDeadLetterQueue}); the
+   * message is then done here (deleted, its offset an open hole in the ack state, so later
+   * offsets go on) and its group goes on. Without it, or when parking fails, such a message
+   * is nacked like any failure and dead-letters after `maxReceiveCount` deliveries.
+   * @default none
+   */
+  readonly deadLetter?: {
+    readonly sqs: SQSClient;
+    /** The DLQ URL of a record's `eventSourceARN`. */
+    readonly queueUrl: (eventSourceArn: string) => string;
   };
   /**
    * Open holes stamped longer ago than this are forgotten (their message left every queue);
@@ -66,6 +86,12 @@ export interface BatchConsumerOptions {
   readonly now?: () => number;
   /** Logs failures. @default console */
   readonly logger?: Pick<Console, 'error' | 'warn'>;
+}
+
+/** What {@link consumeSqsBatch} did: the records to retry, and how many it parked. */
+export interface ConsumeResult extends SQSBatchResponse {
+  /** Messages parked in the DLQ as permanent failures (see `deadLetter`): done, not failed. */
+  readonly parked: number;
 }
 
 /** What a handler throws or passes to `nack` becomes the failure. */
@@ -115,12 +141,17 @@ interface PartitionBatch {
  * stored as holes before the handler runs, so they stay holes even if they end up in the
  * DLQ without this function ever finishing. A replayed message (`relay:replay`, see
  * {@link ConsumedMessage.replayed}) at or below the level is handled too and changes no state.
+ *
+ * Poison versus transient (`classifyFailure`): with `deadLetter`, a permanent failure (an
+ * undecodable envelope or payload, an unknown event type, bad JSON) is parked in the DLQ at
+ * its first delivery and its group goes on; a transient one (throttling, a 5xx, a timeout,
+ * anything else) is retried after `backoffSeconds`, up to the queue's `maxReceiveCount`.
  */
 export async function consumeSqsBatch(
   event: SQSEvent,
   handler: (message: ConsumedMessage) => Promise<void>,
   options: BatchConsumerOptions,
-): Promise<SQSBatchResponse> {
+): Promise<ConsumeResult> {
   const logger = options.logger ?? console;
   const now = options.now ?? Date.now;
   const store = options.ackStore;
@@ -181,11 +212,22 @@ export async function consumeSqsBatch(
     }),
   );
 
+  let parked = 0;
+  /** Parks a permanent failure; false when it is transient, or parking is off or failed. */
+  const park = async (record: SQSRecord, reason: unknown): Promise<boolean> => {
+    if (!options.deadLetter || classifyFailure(reason) !== 'permanent') return false;
+    const done = await parkSqsRecord(options.deadLetter, record, reason, logger);
+    if (done) parked++;
+    return done;
+  };
+
   const recordHandler = async (record: SQSRecord): Promise<void> => {
     const envelope = envelopes.get(record.messageId);
     if (envelope instanceof Error || envelope === undefined) {
-      logger.error(`nack ${record.messageId}: ${envelope?.message ?? 'no envelope'}`);
-      throw envelope ?? new LambdacableError(`no envelope for ${record.messageId}`);
+      const error = envelope ?? new LambdacableError(`no envelope for ${record.messageId}`);
+      if (await park(record, error)) return;
+      logger.error(`nack ${record.messageId}: ${error.message}`);
+      throw error;
     }
     const partition = partitionOf(envelope);
     if (storeFailed.has(partition)) {
@@ -232,6 +274,9 @@ export async function consumeSqsBatch(
       settled ??= { acked: false, reason: error };
     }
     if (settled && !settled.acked) {
+      // Parked: done here; its offset stays outstanding, so it is stored as an open hole (a
+      // redrive handles it) while the partition's later offsets go on.
+      if (await park(record, settled.reason)) return;
       const error = new NackError(record.messageId, settled.reason);
       logger.error(error.message);
       throw error;
@@ -296,7 +341,7 @@ export async function consumeSqsBatch(
   if (options.visibility && response.batchItemFailures.length > 0) {
     await delayRedelivery(event, response, options.visibility, logger);
   }
-  return response;
+  return { batchItemFailures: response.batchItemFailures, parked };
 }
 
 /** The ack partition of a message: its topic and its SQS message group. */
@@ -323,40 +368,4 @@ function maxOf(offsets: readonly bigint[]): bigint | undefined {
 
 function retention(options: BatchConsumerOptions): { holeRetentionMs?: number } {
   return options.holeRetentionMs === undefined ? {} : { holeRetentionMs: options.holeRetentionMs };
-}
-
-async function delayRedelivery(
-  event: SQSEvent,
-  response: SQSBatchResponse,
-  visibility: NonNullable<BatchConsumerOptions['visibility']>,
-  logger: Pick<Console, 'error' | 'warn'>,
-): Promise<void> {
-  const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
-  const backoff = visibility.backoffSeconds ?? ((n: number) => Math.min(900, 2 ** n));
-  const byQueue = new Map<string, SQSRecord[]>();
-  for (const r of event.Records) {
-    if (!failed.has(r.messageId)) continue;
-    const url = visibility.queueUrl(r.eventSourceARN);
-    byQueue.set(url, [...(byQueue.get(url) ?? []), r]);
-  }
-  for (const [url, records] of byQueue) {
-    for (let i = 0; i < records.length; i += 10) {
-      const chunk = records.slice(i, i + 10);
-      try {
-        await visibility.sqs.send(
-          new ChangeMessageVisibilityBatchCommand({
-            QueueUrl: url,
-            Entries: chunk.map((r, j) => ({
-              Id: `m${i + j}`,
-              ReceiptHandle: r.receiptHandle,
-              VisibilityTimeout: backoff(Number(r.attributes.ApproximateReceiveCount ?? '1')),
-            })),
-          }),
-        );
-      } catch (error) {
-        // The queue's visibility timeout still brings the message back.
-        logger.warn(`could not delay redelivery on ${url}`, error);
-      }
-    }
-  }
 }

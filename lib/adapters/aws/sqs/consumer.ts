@@ -7,9 +7,11 @@ import {
 } from '@aws-sdk/client-sqs';
 import { AwsResourceError, errorMessage } from '../../../kernel/errors.js';
 import { decodeEnvelope } from '../../../messaging/envelope.js';
+import { backoffSeconds, classifyFailure } from '../../../messaging/failures.js';
 import type { Consumer, Message } from '../../../messaging/types.js';
 import { awsCall } from '../call.js';
 import type { ConsumedMessage } from './batch-consumer.js';
+import { parkInDeadLetterQueue } from './dead-letter.js';
 import { messageGroupId } from './relay.js';
 
 /** Options of {@link SqsConsumer}. */
@@ -34,9 +36,17 @@ export interface SqsConsumerOptions {
   readonly visibilityTimeout?: number;
   /**
    * Delay before a nacked message is redelivered, in seconds, by receive count.
-   * @default 2^receiveCount, at most 900
+   * @default `backoffSeconds` of `DEFAULT_RETRY_SCHEDULE`: 2 × 2^(receiveCount − 1), at most 120
    */
   readonly backoffSeconds?: (receiveCount: number) => number;
+  /**
+   * The queue's DLQ: a message that can never be handled (an undecodable envelope, or one
+   * nacked with a permanent reason, `classifyFailure`) is parked there at once with its
+   * body, group and why ({@link parkInDeadLetterQueue}) and deleted here. Without it such a
+   * message is retried until `maxReceiveCount`, as any nack.
+   * @default none
+   */
+  readonly deadLetterQueueUrl?: string;
   /** Logs failures. @default console */
   readonly logger?: Pick<Console, 'error' | 'warn'>;
 }
@@ -117,9 +127,15 @@ export class SqsConsumer implements Consumer {
     try {
       envelope = decodeEnvelope(m.Body ?? '', id);
     } catch (error) {
-      // Never handed to the application: back-off, then the redrive policy dead-letters it.
+      // Never handed to the application: parked, or back-off and then the redrive policy.
       this.logger.error(`nack ${id}: ${(error as Error).message}`);
-      void this.changeVisibility(id, this.backoff(receiveCount), receipt).catch(() => undefined);
+      void this.park(m, error)
+        .then((parked) =>
+          parked
+            ? this.deleteNow(id, receipt)
+            : this.changeVisibility(id, this.backoff(receiveCount), receipt),
+        )
+        .catch(() => undefined);
       return undefined;
     }
     const seconds = this.visibilityTimeout();
@@ -148,18 +164,52 @@ export class SqsConsumer implements Consumer {
         // The first of ack and nack settles the message (Cadence): a later call does nothing.
         if (!this.unsettled.has(id)) return;
         this.logger.error(`nack ${id}: ${errorMessage(reason)}`);
+        if (await this.park(m, reason)) {
+          // Parked: done here, as an ack.
+          await this.ack(id);
+          return;
+        }
         await this.changeVisibility(id, this.backoff(receiveCount));
         this.settle(id);
       },
     };
   }
 
+  /** Parks a permanent failure in the DLQ; false when transient, no DLQ, or parking failed. */
+  private async park(m: SqsMessage, reason: unknown): Promise<boolean> {
+    const dlq = this.options.deadLetterQueueUrl;
+    if (!dlq || classifyFailure(reason) !== 'permanent') return false;
+    try {
+      await parkInDeadLetterQueue(
+        this.options.sqs,
+        dlq,
+        {
+          messageId: m.MessageId ?? '',
+          body: m.Body ?? '',
+          messageGroupId: m.Attributes?.MessageGroupId,
+          receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? '1'),
+          sourceQueue: this.options.queueUrl,
+        },
+        reason,
+      );
+      return true;
+    } catch (error) {
+      this.logger.error(`could not park ${m.MessageId} in the DLQ, it is retried`, error);
+      return false;
+    }
+  }
+
   private ack(id: string): Promise<void> {
     const entry = this.unsettled.get(id);
     if (!entry) return Promise.resolve();
     this.settle(id);
+    return this.deleteNow(id, entry.receipt);
+  }
+
+  /** Deletes a message (batched with the others of this turn). */
+  private deleteNow(id: string, receipt: string): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.deletes.push({ id, receipt: entry.receipt, done: (e) => (e ? reject(e) : resolve()) });
+      this.deletes.push({ id, receipt, done: (e) => (e ? reject(e) : resolve()) });
       this.deleting ??= new Promise<void>((r) => setImmediate(r))
         .then(() => this.flushDeletes())
         .finally(() => {
@@ -219,6 +269,6 @@ export class SqsConsumer implements Consumer {
   }
 
   private backoff(receiveCount: number): number {
-    return (this.options.backoffSeconds ?? ((n: number) => Math.min(900, 2 ** n)))(receiveCount);
+    return (this.options.backoffSeconds ?? ((n: number) => backoffSeconds(n)))(receiveCount);
   }
 }

@@ -11,6 +11,8 @@ import { awsCall } from '../call.js';
 import { recordFromItem } from '../dynamodb/outbox.js';
 import { parseRelayFailure, type RelayFailure, readShardRange } from '../dynamodb/relay-failure.js';
 import type { RelayCallOptions, RelayResult } from './relay.js';
+import { relayInOrder } from './relay-in-order.js';
+import { isParkedRecordBody, type ParkedRelayRecord, parseParkedRecord } from './relay-parking.js';
 
 /** Options of {@link replayRelayFailure}. */
 export interface RelayReplayOptions {
@@ -61,8 +63,10 @@ export interface MissingEvent {
  */
 export interface RelayReplayReport {
   readonly outcome: 'replayed' | 'incomplete' | 'trimmed' | 'malformed' | 'dry-run';
-  /** The failure record; undefined when it is malformed. */
+  /** The failure record; undefined when it is malformed or a parked record. */
   readonly failure: RelayFailure | undefined;
+  /** The record the relay parked (refused, `SenderFault`), when the body is one. */
+  readonly parked?: ParkedRelayRecord;
   /** The events relayed again (or, in a dry run, that would be), in stream order. */
   readonly replayed: readonly ReplayedEvent[];
   readonly missing: readonly MissingEvent[];
@@ -71,9 +75,6 @@ export interface RelayReplayReport {
   /** What is wrong when the outcome is not `replayed`. */
   readonly detail: string | undefined;
 }
-
-/** Records handed to one `relay()` call: Lambda's batch size for the relay. */
-const RELAY_BATCH = 100;
 
 /**
  * Relays again exactly the committed events a `relay-failures` record names: the shard's
@@ -167,72 +168,6 @@ export async function replayRelayFailure(
   };
 }
 
-/**
- * Relays `records` in order, each retried from the first one not sent as Lambda would;
- * returns how many were handed over before the first that never was sent. A record the
- * relay refuses (one it can never send) does not stop the rest: it is counted, and makes
- * it an error.
- */
-async function relayInOrder(
-  records: readonly DynamoDBRecord[],
-  options: RelayReplayOptions,
-): Promise<{ count: number; refused: ReadonlySet<string>; error: string | undefined }> {
-  const maxAttempts = options.maxAttempts ?? 5;
-  let done = 0;
-  let attempts = 0;
-  const refused = new Set<string>();
-  while (done < records.length) {
-    const batch = records.slice(done, done + RELAY_BATCH);
-    let result: RelayResult;
-    try {
-      result = await options.relay.relay(batch, { replayed: true });
-    } catch (error) {
-      result = {
-        batchItemFailures: [{ itemIdentifier: batch[0]?.dynamodb?.SequenceNumber ?? '' }],
-        sent: 0,
-        refused: 0,
-        refusedSequenceNumbers: [],
-      };
-      if (attempts + 1 >= maxAttempts) {
-        return { count: done, refused, error: `relay failed: ${(error as Error).message}` };
-      }
-    }
-    const failed = result.batchItemFailures[0]?.itemIdentifier;
-    if (failed === undefined) {
-      done += batch.length;
-      attempts = 0;
-      continue;
-    }
-    const at = batch.findIndex((r) => r.dynamodb?.SequenceNumber === failed);
-    if (at >= 0 && result.refusedSequenceNumbers.includes(failed)) {
-      // Retrying cannot help: go on after it (what follows was sent; sending again is harmless).
-      refused.add(failed);
-      done += at + 1;
-      attempts = 0;
-      continue;
-    }
-    done += Math.max(0, at);
-    if (at > 0) attempts = 0;
-    attempts++;
-    if (attempts >= maxAttempts) {
-      return {
-        count: done,
-        refused,
-        error: `relay failed ${attempts} times from sequence number ${failed}`,
-      };
-    }
-    await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempts)));
-  }
-  return {
-    count: done,
-    refused,
-    error:
-      refused.size > 0
-        ? `the relay refused ${refused.size} record(s) it cannot send: ${[...refused].join(', ')}`
-        : undefined,
-  };
-}
-
 /** Options of {@link replayRelayFailures}. */
 export interface ReplayRelayFailuresOptions extends RelayReplayOptions {
   readonly sqs: SQSClient;
@@ -258,11 +193,81 @@ export interface ReplayRelayFailuresOptions extends RelayReplayOptions {
   readonly onReport?: (report: RelayReplayReport) => void;
 }
 
+/**
+ * Relays again the one record the relay parked ({@link ParkedRelayRecord}): its outbox item
+ * from the parked copy (or, when that left it out for size, from the outbox table), with its
+ * sequence number as offset, flagged `replayed`, to every queue of its topic. It is
+ * `replayed` when sent; `incomplete` when the item is gone or the relay refuses it again
+ * (the record stays in the queue, for a fix and a later run).
+ */
+export async function replayParkedRecord(
+  parked: ParkedRelayRecord,
+  options: RelayReplayOptions,
+): Promise<RelayReplayReport> {
+  const base = { failure: undefined, parked, ignored: 0 };
+  const { pk, sk } = parked.keys;
+  let item = parked.item;
+  if (!item) {
+    const out = await awsCall('GetItem', options.outboxTable, [sk], () =>
+      options.dynamodb.send(
+        new GetItemCommand({
+          TableName: options.outboxTable,
+          Key: { pk: { S: pk }, sk: { S: sk } },
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    item = out.Item;
+  }
+  const sequenceNumber = parked.sequenceNumber;
+  if (!item) {
+    const missing = [{ pk, sk, sequenceNumber, reason: 'not in the outbox table (expired?)' }];
+    return {
+      ...base,
+      outcome: 'incomplete',
+      replayed: [],
+      missing,
+      detail: '1 event(s) missing from the outbox',
+    };
+  }
+  let event: ReplayedEvent;
+  try {
+    const record = recordFromItem(item);
+    event = { id: record.id, topic: record.topic, key: record.key, sequenceNumber };
+  } catch (error) {
+    const missing = [{ pk, sk, sequenceNumber, reason: (error as Error).message }];
+    return { ...base, outcome: 'incomplete', replayed: [], missing, detail: missing[0]!.reason };
+  }
+  if (options.dryRun) {
+    return { ...base, outcome: 'dry-run', replayed: [event], missing: [], detail: undefined };
+  }
+  const record = {
+    eventName: 'INSERT',
+    eventSource: 'aws:dynamodb',
+    ...(parked.streamArn ? { eventSourceARN: parked.streamArn } : {}),
+    dynamodb: {
+      Keys: { pk: { S: pk }, sk: { S: sk } },
+      NewImage: item,
+      SequenceNumber: sequenceNumber,
+    },
+  } as DynamoDBRecord;
+  const sent = await relayInOrder([record], options);
+  const done = sent.count === 1 && sent.refused.size === 0;
+  return {
+    ...base,
+    outcome: done ? 'replayed' : 'incomplete',
+    replayed: done ? [event] : [],
+    missing: [],
+    detail: done ? undefined : sent.error,
+  };
+}
+
 /** The report of one failure record's text: malformed, or what its replay did. */
 export async function replayBody(
   body: string,
   options: RelayReplayOptions,
 ): Promise<RelayReplayReport> {
+  if (isParkedRecordBody(body)) return replayParkedRecord(parseParkedRecord(body), options);
   let failure: RelayFailure;
   try {
     failure = parseRelayFailure(body);
