@@ -142,7 +142,9 @@ const PARK = ['sqs:SendMessage'];
 /** `Gateway.disconnect`: the connection, its session finished, its subscriptions removed. */
 const DISCONNECT: readonly Permission[] = [
   { table: 'connections', actions: [GET, QUERY, BATCH_WRITE] },
-  { table: 'sessions', actions: [UPDATE] },
+  // The session keeps what the connection held at its end (read, conditional put), then
+  // its TTL starts (update).
+  { table: 'sessions', actions: [GET, PUT, UPDATE] },
 ];
 
 /** Connect tokens' keys, current and previous. */
@@ -177,8 +179,9 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
       actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE],
       queries: [STREAM_INDEX, IDENTITY_INDEX],
     },
-    // A connection that answered 410 is disconnected: its session finished.
-    { table: 'sessions', actions: [UPDATE] },
+    // A connection that answered 410 is disconnected: its session closed (read, conditional
+    // put, update). Remote unsubscribe and disconnect record a revocation (update).
+    { table: 'sessions', actions: [GET, PUT, UPDATE] },
     { manageConnections: true },
     // A large audience is delivered by fan-out tasks, each a `deliver` invocation.
     { invoke: ['deliver'] },
@@ -191,17 +194,18 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
       actions: [GET, QUERY, BATCH_WRITE],
       queries: [STREAM_INDEX],
     },
-    { table: 'sessions', actions: [UPDATE] },
+    { table: 'sessions', actions: [GET, PUT, UPDATE] },
     { manageConnections: true },
     { invoke: ['deliver'] },
   ],
   // Stores the connection and, on a restore, its subscriptions (placed by their stream's
   // spread, which a throttled write widens) and session; reads the pinger layout (B of the
   // buckets it writes to) once a minute.
-  // Verifies connect tokens; authorizes a restored session's signed streams again.
+  // Verifies connect tokens; authorizes a restored session's signed streams again, and reads
+  // the revocations of its streams, identity and sid (BatchGetItem).
   wsConnect: [
     { table: 'connections', actions: [GET, PUT, UPDATE] },
-    { table: 'sessions', actions: [GET, PUT] },
+    { table: 'sessions', actions: [GET, PUT, BATCH_GET] },
     { secrets: [...JWT_SECRETS, ...STREAMS_SECRETS] },
   ],
   wsDisconnect: DISCONNECT,

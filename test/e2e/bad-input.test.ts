@@ -1,6 +1,5 @@
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { freeStackPorts, type LocalStack, startLocalStack } from '../../infra/local/stack';
 import {
   MAX_BROADCAST_BODY_BYTES,
@@ -11,13 +10,13 @@ import {
   signStreamName,
 } from '../../lib/core';
 import { until } from '../helpers/cable';
+import { type Frame, RawClient } from '../helpers/raw-client';
 
 // Bad input of every kind against the real local stack (serverless-offline, DynamoDB Local,
 // fauxqs): each row states the exact answer, and that a good client on the same stack still
 // gets the next broadcast (and, where the protocol keeps the connection open, that the same
 // connection still works).
 
-const EXT = 'actioncable-v1-ext-json';
 const env = {
   LAMBDACABLE_JWT_SECRET: 'bad-input-jwt-secret-0123456789abcdef0123456789',
   LAMBDACABLE_STREAMS_SECRET: 'bad-input-streams-secret-0123456789abcdef0123456789',
@@ -35,61 +34,19 @@ const RATE = Number(env.LAMBDACABLE_RATE_LIMIT);
 const BURST = Number(env.LAMBDACABLE_RATE_BURST);
 const secret = new TextEncoder().encode(env.LAMBDACABLE_JWT_SECRET);
 
-type Frame = Record<string, unknown>;
-
-/** A raw WebSocket client: every frame it gets, in order (pings left out). */
-class RawClient {
-  readonly frames: Frame[] = [];
-  closed = false;
-  private constructor(readonly ws: WebSocket) {
-    ws.on('message', (data) => {
-      const frame = JSON.parse(String(data)) as Frame;
-      if (frame.type !== 'ping') this.frames.push(frame);
-    });
-    ws.on('close', () => {
-      this.closed = true;
-    });
-  }
-
-  static async open(query: Record<string, string>): Promise<RawClient> {
-    const url = `${stack.wsUrl}?${new URLSearchParams(query)}`;
-    const ws = new WebSocket(url, [EXT]);
-    const client = new RawClient(ws);
-    await new Promise<void>((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('error', reject);
-    });
+/** A raw client on this file's stack, tracked for the clean-up. */
+class BadInputClient extends RawClient {
+  static async open(query: Record<string, string>): Promise<BadInputClient> {
+    const client = await BadInputClient.connect(stack.wsUrl, query);
     clients.push(client);
     return client;
   }
 
   /** Connects with a good token and waits for welcome. */
-  static async welcomed(query: Record<string, string> = {}): Promise<RawClient> {
-    const client = await RawClient.open({ jid: await goodToken(), ...query });
+  static async welcomed(query: Record<string, string> = {}): Promise<BadInputClient> {
+    const client = await BadInputClient.open({ jid: await goodToken(), ...query });
     await client.next((f) => f.type === 'welcome', 'welcome');
     return client;
-  }
-
-  send(frame: object | string): void {
-    this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame));
-  }
-
-  /** The first frame after `from` that matches. */
-  next(match: (f: Frame) => boolean, what: string, from = 0, timeoutMs = 20_000): Promise<Frame> {
-    return until(() => this.frames.slice(from).find(match), timeoutMs, what);
-  }
-
-  /** Subscribes and returns the answer to it. */
-  async subscribe(identifier: string, extra: object = {}): Promise<Frame> {
-    const from = this.frames.length;
-    this.send({ command: 'subscribe', identifier, ...extra });
-    return this.next(
-      (f) =>
-        f.identifier === identifier &&
-        (f.type === 'confirm_subscription' || f.type === 'reject_subscription'),
-      `an answer to subscribe ${identifier.slice(0, 80)}`,
-      from,
-    );
   }
 
   /** Sends a frame and proves nothing comes back: a marker subscribe is answered first. */
@@ -108,8 +65,8 @@ class RawClient {
 }
 
 let stack: LocalStack;
-const clients: RawClient[] = [];
-let good: RawClient;
+const clients: BadInputClient[] = [];
+let good: BadInputClient;
 let markers = 0;
 let sequence = 0;
 const GOOD_STREAM = 'good/stream';
@@ -142,7 +99,7 @@ async function post(
 }
 
 /** Broadcasts to `stream` over HTTP and waits until `client` has it. */
-async function delivered(client: RawClient, stream: string, identifier = pubsub(stream)) {
+async function delivered(client: BadInputClient, stream: string, identifier = pubsub(stream)) {
   const n = ++sequence;
   const from = client.frames.length;
   const answer = await post(JSON.stringify({ stream, data: JSON.stringify({ n }) }));
@@ -165,7 +122,7 @@ beforeAll(async () => {
     output: 'quiet',
     watch: false,
   });
-  good = await RawClient.welcomed();
+  good = await BadInputClient.welcomed();
   expect(await good.subscribe(pubsub(GOOD_STREAM))).toEqual({
     type: 'confirm_subscription',
     identifier: pubsub(GOOD_STREAM),
@@ -182,11 +139,11 @@ const longStream = 's'.repeat(MAX_STREAM_BYTES + 1);
 interface FrameRow {
   readonly name: string;
   /** Sends the bad input on a welcomed connection and checks the exact answer. */
-  readonly run: (c: RawClient) => Promise<void>;
+  readonly run: (c: BadInputClient) => Promise<void>;
 }
 
-const silent = (frame: object | string) => (c: RawClient) => c.sendExpectingSilence(frame);
-const rejected = (identifier: string) => async (c: RawClient) => {
+const silent = (frame: object | string) => (c: BadInputClient) => c.sendExpectingSilence(frame);
+const rejected = (identifier: string) => async (c: BadInputClient) => {
   expect(await c.subscribe(identifier)).toEqual({ type: 'reject_subscription', identifier });
 };
 
@@ -196,7 +153,7 @@ const rejected = (identifier: string) => async (c: RawClient) => {
  * token, so that the row's own checks go on.
  */
 async function flood(
-  c: RawClient,
+  c: BadInputClient,
   frames: { command: string; identifier: string; history?: object }[],
   answers: readonly [string, string],
 ): Promise<Frame[]> {
@@ -375,7 +332,7 @@ const frameRows: FrameRow[] = [
 
 describe('bad input on the WebSocket: the connection stays open and keeps working', () => {
   it.each(frameRows)('$name', async ({ run }) => {
-    const c = await RawClient.welcomed();
+    const c = await BadInputClient.welcomed();
     await run(c);
     expect(c.closed).toBe(false);
     // The same connection still subscribes and receives.
@@ -393,9 +350,9 @@ describe('a connection that keeps flooding: disconnect too_many_requests, then c
   it('drops whispers over the rate limit, then disconnects the sender without reconnect', async () => {
     const stream = `flood/whisper/${++sequence}`;
     const identifier = pubsub(stream);
-    const listener = await RawClient.welcomed();
+    const listener = await BadInputClient.welcomed();
     await listener.subscribe(identifier);
-    const c = await RawClient.welcomed();
+    const c = await BadInputClient.welcomed();
     await c.subscribe(identifier);
     const started = Date.now();
     for (let n = 1; n <= 100; n++) c.send({ command: 'whisper', identifier, data: { n } });
@@ -469,14 +426,14 @@ const connectRows: ConnectRow[] = [
 
 describe('bad credentials: disconnect after the upgrade, then close', () => {
   it.each(connectRows)('$name: disconnect $reason', async ({ query, reason }) => {
-    const c = await RawClient.open(await query());
+    const c = await BadInputClient.open(await query());
     await until(() => c.closed, 20_000, 'the close');
     expect(c.frames).toEqual([{ type: 'disconnect', reason, reconnect: false }]);
     await goodClientStillServed();
   });
 
   it('a sid over 2 KB: a new session (welcome without restored), and the connection works', async () => {
-    const c = await RawClient.welcomed({ sid: 'x'.repeat(3000) });
+    const c = await BadInputClient.welcomed({ sid: 'x'.repeat(3000) });
     expect(c.frames).toEqual([{ type: 'welcome', sid: expect.any(String) }]);
     expect(await c.subscribe(pubsub('after/sid'))).toEqual({
       type: 'confirm_subscription',
@@ -604,7 +561,7 @@ const httpRows: HttpRow[] = [
     response: '',
     // The commands' partition is not stuck: the next remote command is carried out.
     after: async () => {
-      const victim = await RawClient.open({
+      const victim = await BadInputClient.open({
         jid: await jwt()
           .setSubject('victim')
           .setAudience(env.LAMBDACABLE_JWT_AUDIENCE)
@@ -646,7 +603,7 @@ describe('stream names SQS would refuse as a group id are delivered, in order', 
     ['more than 128 characters', `long/${'l'.repeat(200)}`],
     ['exactly the limit of bytes', 'ü'.repeat(MAX_STREAM_BYTES / 2)],
   ])('%s', async (_, stream) => {
-    const c = await RawClient.welcomed();
+    const c = await BadInputClient.welcomed();
     expect(await c.subscribe(pubsub(stream))).toEqual({
       type: 'confirm_subscription',
       identifier: pubsub(stream),
