@@ -221,6 +221,25 @@ const frameRows: FrameRow[] = [
     ),
   },
   {
+    // One stream, one subscription per connection: another spelling of a held stream.
+    name: 'a second identifier of a stream the connection holds (keys reordered, then signed): reject_subscription, one copy delivered',
+    run: async (c) => {
+      const stream = `one/copy/${++sequence}`;
+      const held = pubsub(stream);
+      expect(await c.subscribe(held)).toEqual({ type: 'confirm_subscription', identifier: held });
+      for (const identifier of [
+        JSON.stringify({ stream_name: stream, channel: '$pubsub' }),
+        signedId(signStreamName(stream, env.LAMBDACABLE_STREAMS_SECRET)),
+      ]) {
+        expect(await c.subscribe(identifier)).toEqual({ type: 'reject_subscription', identifier });
+      }
+      const from = c.frames.length;
+      await delivered(c, stream);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(c.frames.slice(from).filter((f) => 'message' in f)).toHaveLength(1);
+    },
+  },
+  {
     name: `a public stream name over ${MAX_STREAM_BYTES} bytes: reject_subscription`,
     run: rejected(pubsub(longStream)),
   },
