@@ -188,10 +188,12 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   ],
   // One fan-out task: reads a slice of a stream's subscribers and posts to them, or hands
   // parts of it to tasks of its own; removes a connection that answered 410.
+  // A remote unsubscribe of a large stream runs in tasks too: removes a slice's subscriptions
+  // (a conditional delete and the connection's count lowered each).
   deliver: [
     {
       table: 'connections',
-      actions: [GET, QUERY, BATCH_WRITE],
+      actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE],
       queries: [STREAM_INDEX],
     },
     { table: 'sessions', actions: [GET, PUT, UPDATE] },

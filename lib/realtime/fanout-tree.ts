@@ -25,6 +25,12 @@ export interface FanoutTask {
   readonly prefix?: string;
   /** Subscribers the parent task read already: posted to as they are, with no read. */
   readonly subscribers?: readonly Subscription[];
+  /**
+   * What the task does to its part of the audience: posts the message (absent), or removes
+   * the subscriptions (`unsubscribe`: a remote `unsubscribe` of the stream, as bounded per
+   * invocation as a broadcast).
+   */
+  readonly action?: 'unsubscribe';
 }
 
 /** What a task and the tasks under it did. */
@@ -103,11 +109,13 @@ export interface FanoutTreeOptions extends Omit<FanoutTasksOptions, 'retryBudget
   /**
    * Posts a message to exactly these subscribers, with the later passes over throttled posts;
    * `asTask` for a sub-task's posts (the root's own are a small stream's, delivered inline).
+   * With `action` `unsubscribe`, removes their subscriptions instead (`sent`: removed).
    */
   readonly post: (
     message: StreamMessage,
     subscribers: readonly Subscription[],
     asTask: boolean,
+    action?: FanoutTask['action'],
   ) => Promise<DeliveryReport>;
   /** @default {@link noopLogger} */
   readonly logger?: Logger;
@@ -154,15 +162,17 @@ export class FanoutTree {
   /** Runs one task: its own posts, and its sub-tasks at once. */
   async run(task: FanoutTask): Promise<FanoutTaskReport> {
     const { message } = task;
-    if (task.subscribers) return this.postOwn(message, task.subscribers, [], true);
+    // Sub-tasks do what this task does.
+    const kind = task.action ? { action: task.action } : {};
+    if (task.subscribers) return this.postOwn(task, task.subscribers, [], true);
     const root = task.shards === undefined;
     const [from, to] = task.shards ?? [0, 1];
     if (to - from > 1) {
       // Groups of shards: a sub-task each, until one shard is left.
       const children = splitRange(from, to, PREFIX_FANOUT).map(
-        (shards): FanoutTask => ({ message, shards }),
+        (shards): FanoutTask => ({ message, shards, ...kind }),
       );
-      return this.postOwn(message, [], children, true);
+      return this.postOwn(task, [], children, true);
     }
     const prefix = task.prefix ?? '';
     const read = await this.store.readSlice(
@@ -174,27 +184,27 @@ export class FanoutTree {
     const children: FanoutTask[] = [];
     if (spread > 1) {
       for (const shards of splitRange(1, spread, PREFIX_FANOUT - 1)) {
-        children.push({ message, shards });
+        children.push({ message, shards, ...kind });
       }
     }
     let own: readonly Subscription[] = [];
     if (read.truncated) {
       for (const p of childPrefixes(prefix))
-        children.push({ message, shards: [from, from + 1], prefix: p });
+        children.push({ message, shards: [from, from + 1], prefix: p, ...kind });
     } else if (read.subscribers.length <= this.taskSize) {
       own = read.subscribers;
     } else {
       for (const part of chunk(read.subscribers, this.taskSize)) {
-        children.push({ message, subscribers: part });
+        children.push({ message, subscribers: part, ...kind });
       }
     }
-    const report = await this.postOwn(message, own, children, !root);
+    const report = await this.postOwn(task, own, children, !root);
     if (root) await this.respread(message.stream, spread, report.subscribers, read);
     return report;
   }
 
   private async postOwn(
-    message: StreamMessage,
+    { message, action }: FanoutTask,
     own: readonly Subscription[],
     children: readonly FanoutTask[],
     asTask: boolean,
@@ -202,7 +212,7 @@ export class FanoutTree {
     // Every sub-task settles before a failure is thrown: a run again of this task never
     // overlaps sub-tasks still posting.
     const [mine, ...theirs] = await Promise.allSettled([
-      own.length > 0 ? this.post(message, own, asTask) : Promise.resolve(undefined),
+      own.length > 0 ? this.post(message, own, asTask, action) : Promise.resolve(undefined),
       ...children.map((child) => this.runChild(child)),
     ]);
     const failed = [mine, ...theirs].find((r) => r?.status === 'rejected');

@@ -148,12 +148,14 @@ export class Fanout implements Broadcaster, StreamDelivery {
           ...options.tasks,
           store: this.store,
           logger: this.logger,
-          post: (message, subscribers, asTask) =>
-            this.postMessage(
-              message,
-              subscribers,
-              asTask ? (options.tasks?.retryBudgetMs ?? 20_000) : undefined,
-            ),
+          post: (message, subscribers, asTask, action) =>
+            action === 'unsubscribe'
+              ? this.removeAll(subscribers)
+              : this.postMessage(
+                  message,
+                  subscribers,
+                  asTask ? (options.tasks?.retryBudgetMs ?? 20_000) : undefined,
+                ),
         })
       : undefined;
     if (!(this.concurrency >= 1)) {
@@ -182,6 +184,17 @@ export class Fanout implements Broadcaster, StreamDelivery {
       });
     }
     return this.tree.run(task);
+  }
+
+  /** Removes exactly these subscriptions (a remote `unsubscribe` task's own part): `sent` counts them. */
+  private async removeAll(subscribers: readonly Subscription[]): Promise<DeliveryReport> {
+    const report = emptyReport();
+    await forEachConcurrently(subscribers, this.concurrency, async (s) => {
+      if (await this.store.removeSubscription(s.connectionId, s.stream, s.identifier)) {
+        report.sent++;
+      }
+    });
+    return report;
   }
 
   /** Posts a message to exactly these subscribers, with the later passes: a task's own posts. */
@@ -354,7 +367,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
   }
 
   private remote(): RemoteCommandDeps {
-    const { store, api, logger, concurrency, pageSize, revocations } = this;
+    const { store, api, logger, concurrency, pageSize, revocations, tree } = this;
     return {
       store,
       api,
@@ -363,6 +376,12 @@ export class Fanout implements Broadcaster, StreamDelivery {
       pageSize,
       revocations,
       postOne: (p, r) => this.postOne(p, r),
+      ...(tree
+        ? {
+            removeAudience: async (stream: string) =>
+              (await tree.run({ message: { stream, data: '' }, action: 'unsubscribe' })).sent,
+          }
+        : {}),
     };
   }
 

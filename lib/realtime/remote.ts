@@ -2,7 +2,7 @@ import { forEachConcurrently } from '../kernel/concurrency.js';
 import { errorMessage } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
-import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
+import type { ConnectionRecord, ConnectionStore } from './connections.js';
 import type { DeliveryReport } from './delivery-report.js';
 import { disconnectFrame } from './protocol.js';
 import type { RevocationStore } from './revocations.js';
@@ -14,6 +14,11 @@ export interface RemoteCommandDeps {
   readonly logger: Logger;
   /** Where revocations are recorded, so that a stored session cannot undo them. */
   readonly revocations: RevocationStore;
+  /**
+   * Removes every subscription to a stream in fan-out tasks, each of bounded work, and
+   * resolves to how many it removed; absent, the command removes them itself.
+   */
+  readonly removeAudience?: (stream: string) => Promise<number>;
   /** Posts in flight at once. */
   readonly concurrency: number;
   /** Subscribers read per page. */
@@ -104,11 +109,16 @@ export async function remoteUnsubscribe(
     deps.logger.warn('remote unsubscribe without stream', { payload });
     return;
   }
-  const subs: Subscription[] = [];
-  for await (const page of deps.store.subscribersOf(stream, deps.pageSize)) subs.push(...page);
-  await forEachConcurrently(subs, deps.concurrency, async (s) => {
-    await deps.store.removeSubscription(s.connectionId, s.stream, s.identifier);
-  });
+  let removed = 0;
+  if (deps.removeAudience) {
+    removed = await deps.removeAudience(stream);
+  } else {
+    for await (const page of deps.store.subscribersOf(stream, deps.pageSize)) {
+      await forEachConcurrently(page, deps.concurrency, async (s) => {
+        if (await deps.store.removeSubscription(s.connectionId, s.stream, s.identifier)) removed++;
+      });
+    }
+  }
   await deps.revocations.revoke({ kind: 'stream', name: stream }, Date.now());
-  deps.logger.info('remote unsubscribe', { stream, subscriptions: subs.length });
+  deps.logger.info('remote unsubscribe', { stream, subscriptions: removed });
 }

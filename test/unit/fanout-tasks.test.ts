@@ -104,7 +104,17 @@ async function audience(
       }),
     );
   };
-  return { store, fanout: delivery.fanout, runner, logger, ids, subscribe, broadcast };
+  return {
+    store,
+    fanout: delivery.fanout,
+    broker: delivery.broker,
+    revocations: delivery.revocations,
+    runner,
+    logger,
+    ids,
+    subscribe,
+    broadcast,
+  };
 }
 
 describe('FanoutTree: a large audience is delivered by tasks of bounded work', () => {
@@ -217,5 +227,36 @@ describe('FanoutTree: a large audience is delivered by tasks of bounded work', (
     expect(report.invocations).toBe(t.runner.invocations + 1);
     expect(report.maxPosts).toBeLessThanOrEqual(500);
     expect(report.depth).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('a remote unsubscribe of a large stream: tasks of bounded work, like a broadcast', () => {
+  it('removes 20,000 subscriptions, no invocation removing more than a task, and records the revocation', async () => {
+    const api = new AudienceApi();
+    const t = await audience(20_000, api, { taskSize: 500 });
+    const removedBy = new Map<number, number>();
+    const remove = t.store.removeSubscription.bind(t.store);
+    t.store.removeSubscription = async (connectionId, stream, identifier) => {
+      const at = invocation.getStore() ?? -1;
+      removedBy.set(at, (removedBy.get(at) ?? 0) + 1);
+      return remove(connectionId, stream, identifier);
+    };
+    await invocation.run(0, () =>
+      t.broker.handleCommand({ command: 'unsubscribe', payload: { stream: 'live' } }),
+    );
+    expect([...removedBy.values()].reduce((a, b) => a + b, 0)).toBe(20_000);
+    expect(Math.max(...removedBy.values())).toBeLessThanOrEqual(500);
+    expect(removedBy.has(0)).toBe(false); // the command's own invocation only hands out tasks
+    expect(t.runner.invocations).toBeGreaterThanOrEqual(40);
+    const left: unknown[] = [];
+    for await (const page of t.store.subscribersOf('live')) left.push(...page);
+    expect(left).toEqual([]);
+    await t.broadcast();
+    expect(api.offsets.size).toBe(0);
+    expect(
+      t.logger.entries.find((e) => e.message === 'remote unsubscribe')?.fields?.subscriptions,
+    ).toBe(20_000);
+    const revoked = await t.revocations.revokedAt([{ kind: 'stream', name: 'live' }]);
+    expect(revoked.size).toBe(1);
   });
 });
