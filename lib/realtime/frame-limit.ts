@@ -41,19 +41,29 @@ export class FrameLimit {
 
   /**
    * Takes a token for a frame of `command`; a refused frame is answered (or dropped) and
-   * thrown as a {@link ProtocolError}, which the gateway logs once.
+   * thrown as a {@link ProtocolError}, which the gateway logs once. A refused `subscribe` of
+   * an identifier the connection holds (`held`, read only then) is dropped, not rejected: it
+   * is the client's re-send of a subscribe that was confirmed, and a reject would make the
+   * client drop a subscription the server keeps delivering to.
    */
   async admit(
     connectionId: string,
     command: ChannelCommand,
     identifier: string,
     endpoint: string | undefined,
+    held: () => Promise<boolean> = async () => false,
   ): Promise<void> {
     const { limiter, api, logger, clock } = this.deps;
     if (!limiter || !isLimited(command)) return;
     const verdict = await limiter.take(connectionId, clock.now());
     if (verdict.allowed) return;
     this.rateLimited++;
+    if (command === 'subscribe' && !verdict.flooding && (await held())) {
+      throw new ProtocolError(
+        `rate limit: repeated subscribe dropped, the subscription is held (${verdict.strikes} refused in a row)`,
+        { connectionId, command, identifier },
+      );
+    }
     if (command === 'subscribe') {
       await api.post(connectionId, replyFrame('reject_subscription', identifier), endpoint);
     } else if (command === 'history') {

@@ -177,7 +177,13 @@ export class Gateway {
     const checked = checkCommand(msg, connection.protocol);
     if (!checked.ok) throw refused(checked.refusal, { connectionId, command: frameCommand });
     const { command, identifier } = checked;
-    await this.limit.admit(connectionId, command, identifier, target);
+    await this.limit.admit(
+      connectionId,
+      command,
+      identifier,
+      target,
+      async () => (await subscriptionThrough(this.deps, connectionId, identifier)) !== undefined,
+    );
     const post = (frame: string) => api.post(connectionId, frame, target);
 
     if (command === 'subscribe') {

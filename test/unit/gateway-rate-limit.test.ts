@@ -86,6 +86,20 @@ describe('Gateway: per-connection rate limit', () => {
     expect(t.gateway.takeCounts()).toEqual({ rateLimitedFrames: 0, floodDisconnects: 0 });
   });
 
+  it('drops, never rejects, a re-sent subscribe over the limit of a subscription the connection holds', async () => {
+    const t = setup({ rate: 1, burst: 2 });
+    await t.open('c1');
+    await t.subscribe('c1', pubsub('a'));
+    await t.subscribe('c1', pubsub('b'));
+    // The client re-sends a subscribe it got no answer to in time; the bucket is empty.
+    await t.subscribe('c1', pubsub('a'));
+    expect(t.frames('c1').slice(3)).toEqual([]);
+    expect((await t.store.subscriptionsOf('c1')).map((s) => s.stream).sort()).toEqual(['a', 'b']);
+    expect(t.refusals().map((e) => e.message)).toEqual([
+      'frame refused: rate limit: repeated subscribe dropped, the subscription is held (1 refused in a row)',
+    ]);
+  });
+
   it('answers a history request over the limit with reject_history and replays nothing', async () => {
     const t = setup({ rate: 1, burst: 2 });
     await t.open('c1');
