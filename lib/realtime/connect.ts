@@ -101,7 +101,9 @@ export async function connect(deps: ConnectDeps, request: ConnectRequest): Promi
   // Before the restore reads anything: a revocation at or after it applies to this session.
   const startedAt = Date.now();
   const restored =
-    protocol === EXT_PROTOCOL && previous ? await restore(deps, connection, previous) : undefined;
+    protocol === EXT_PROTOCOL && previous
+      ? await restore(deps, connection, previous, startedAt)
+      : undefined;
   await sessions.start(sid, {
     identity,
     protocol,
@@ -150,6 +152,7 @@ async function restore(
   deps: ConnectDeps,
   connection: ConnectionRecord,
   previous: string,
+  startedAt: number,
 ): Promise<SessionSubscription[] | undefined> {
   const { connectionId, endpoint, identity } = connection;
   const old = await deps.sessions.restore(previous);
@@ -171,6 +174,7 @@ async function restore(
         identifier: s.identifier,
         stream: resolved.stream,
         whisper: resolved.whisper,
+        ...(s.subscribedAt === undefined ? {} : { subscribedAt: s.subscribedAt }),
       });
     } else {
       refused++;
@@ -186,25 +190,29 @@ async function restore(
     ...(identity ? [person] : []),
     ...streams,
   ]);
-  const startedAt = old.startedAt ?? 0;
-  const ended = [session, person].some((t) => (revoked.get(revocationKey(t)) ?? -1) >= startedAt);
+  const oldStart = old.startedAt ?? 0;
+  const ended = [session, person].some((t) => (revoked.get(revocationKey(t)) ?? -1) >= oldStart);
   if (ended) {
     deps.logger.info('session not restored', { connectionId, reason: 'disconnected remotely' });
     return undefined;
   }
-  const writtenAt = old.writtenAt ?? 0;
   const restored: SessionSubscription[] = [];
   for (const s of authorized) {
-    if ((revoked.get(revocationKey({ kind: 'stream', name: s.stream })) ?? -1) >= writtenAt) {
-      refused++; // unsubscribed remotely after the session stored it
+    // Revoked when unsubscribed remotely since it was subscribed (a session of an earlier
+    // version has no time per subscription: since the session stored it).
+    const since = s.subscribedAt ?? old.writtenAt ?? 0;
+    if ((revoked.get(revocationKey({ kind: 'stream', name: s.stream })) ?? -1) >= since) {
+      refused++;
       continue;
     }
-    // One at a time: the store keeps one per stream and counts them against the limit.
+    // The restored subscription dates from before the revocations were read: one recorded
+    // from then on revokes it too. One at a time: one per stream, counted against the limit.
+    const sub = { ...s, subscribedAt: startedAt };
     const added = await deps.store.addSubscription(
-      { connectionId, ...s, ...(endpoint ? { endpoint } : {}) },
+      { connectionId, ...sub, ...(endpoint ? { endpoint } : {}) },
       deps.config.maxSubscriptions,
     );
-    if (added === 'added') restored.push(s);
+    if (added === 'added') restored.push(sub);
     else refused++;
   }
   if (refused > 0) {

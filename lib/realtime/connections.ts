@@ -34,6 +34,11 @@ export interface Subscription {
   readonly whisper?: boolean;
   /** The connection's management API endpoint, saving a read per subscriber on fan-out. */
   readonly endpoint?: string;
+  /**
+   * When the client subscribed (ms since the epoch): a remote `unsubscribe` of the stream at
+   * or after it revokes this subscription, also in a session restored later.
+   */
+  readonly subscribedAt?: number;
 }
 
 /**

@@ -14,7 +14,7 @@ import {
 } from './fanout-tree.js';
 import { disconnectGone, type GonePolicy, type SessionFinisher } from './gone.js';
 import { broadcastFrame } from './protocol.js';
-import { type RemoteCommandDeps, remoteDisconnect, remoteUnsubscribe } from './remote.js';
+import { type RemoteCommandDeps, removeSubscribers, runRemoteCommand } from './remote.js';
 import { MemoryRevocationStore, type RevocationStore } from './revocations.js';
 
 export type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
@@ -150,7 +150,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
           logger: this.logger,
           post: (message, subscribers, asTask, action) =>
             action === 'unsubscribe'
-              ? this.removeAll(subscribers)
+              ? removeSubscribers(this.store, this.concurrency, subscribers)
               : this.postMessage(
                   message,
                   subscribers,
@@ -184,17 +184,6 @@ export class Fanout implements Broadcaster, StreamDelivery {
       });
     }
     return this.tree.run(task);
-  }
-
-  /** Removes exactly these subscriptions (a remote `unsubscribe` task's own part): `sent` counts them. */
-  private async removeAll(subscribers: readonly Subscription[]): Promise<DeliveryReport> {
-    const report = emptyReport();
-    await forEachConcurrently(subscribers, this.concurrency, async (s) => {
-      if (await this.store.removeSubscription(s.connectionId, s.stream, s.identifier)) {
-        report.sent++;
-      }
-    });
-    return report;
   }
 
   /** Posts a message to exactly these subscribers, with the later passes: a task's own posts. */
@@ -317,16 +306,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
   }
 
   async broadcastCommand(cmd: RemoteCommandMessage): Promise<void> {
-    const payload = (
-      typeof cmd.payload === 'object' && cmd.payload !== null ? cmd.payload : {}
-    ) as Record<string, unknown>;
-    if (cmd.command === 'disconnect') {
-      await remoteDisconnect(this.remote(), payload);
-    } else if (cmd.command === 'unsubscribe') {
-      await remoteUnsubscribe(this.remote(), payload);
-    } else {
-      this.logger.warn('unknown remote command', { command: cmd.command });
-    }
+    await runRemoteCommand(this.remote(), cmd);
   }
 
   /** Does nothing: Lambda keeps no local subscribers (see {@link Fanout}). */

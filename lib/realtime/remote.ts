@@ -1,8 +1,9 @@
+import type { RemoteCommandMessage } from '../broker/types.js';
 import { forEachConcurrently } from '../kernel/concurrency.js';
 import { errorMessage } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
-import type { ConnectionRecord, ConnectionStore } from './connections.js';
+import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
 import type { DeliveryReport } from './delivery-report.js';
 import { disconnectFrame } from './protocol.js';
 import type { RevocationStore } from './revocations.js';
@@ -28,6 +29,39 @@ export interface RemoteCommandDeps {
     post: { connectionId: string; frame: string; endpoint: string | undefined },
     report: DeliveryReport,
   ): Promise<'sent' | 'gone' | 'failed' | 'throttled'>;
+}
+
+/** Runs a remote command: `disconnect` or `unsubscribe`; another is logged and ignored. */
+export async function runRemoteCommand(
+  deps: RemoteCommandDeps,
+  cmd: RemoteCommandMessage,
+): Promise<void> {
+  const payload = (
+    typeof cmd.payload === 'object' && cmd.payload !== null ? cmd.payload : {}
+  ) as Record<string, unknown>;
+  if (cmd.command === 'disconnect') {
+    await remoteDisconnect(deps, payload);
+  } else if (cmd.command === 'unsubscribe') {
+    await remoteUnsubscribe(deps, payload);
+  } else {
+    deps.logger.warn('unknown remote command', { command: cmd.command });
+  }
+}
+
+/**
+ * Removes exactly these subscriptions (a remote `unsubscribe` task's own part of the
+ * audience): `sent` counts those this call removed.
+ */
+export async function removeSubscribers(
+  store: Pick<ConnectionStore, 'removeSubscription'>,
+  concurrency: number,
+  subscribers: readonly Subscription[],
+): Promise<DeliveryReport> {
+  const report: DeliveryReport = { sent: 0, gone: [], failed: [], retried: 0 };
+  await forEachConcurrently(subscribers, concurrency, async (s) => {
+    if (await store.removeSubscription(s.connectionId, s.stream, s.identifier)) report.sent++;
+  });
+  return report;
 }
 
 /**

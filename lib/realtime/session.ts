@@ -8,6 +8,8 @@ export interface SessionSubscription {
   readonly identifier: string;
   readonly stream: string;
   readonly whisper: boolean;
+  /** When it was subscribed (ms): a remote `unsubscribe` at or after it revokes it. */
+  readonly subscribedAt?: number;
 }
 
 /** What the session cache holds per sid. */
@@ -170,6 +172,7 @@ export function sessionSubscriptions(subs: readonly Subscription[]): SessionSubs
     identifier: s.identifier,
     stream: s.stream,
     whisper: s.whisper ?? false,
+    ...(s.subscribedAt === undefined ? {} : { subscribedAt: s.subscribedAt }),
   }));
 }
 

@@ -51,6 +51,7 @@ export async function subscribe(
     stream: resolved.stream,
     whisper: resolved.whisper,
     ...(endpoint ? { endpoint } : {}),
+    subscribedAt: Date.now(),
   };
   const added = await store.addSubscription(sub, config.maxSubscriptions);
   switch (added) {

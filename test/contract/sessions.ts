@@ -85,7 +85,18 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       const stored = async (sid: string) => Session.decode(await broker.restoreSession(sid));
       const restored = async (connectionId: string) =>
         (await store.subscriptionsOf(connectionId)).map((s) => s.stream).sort();
-      return { clock, store, broker, gateway, sids, connect, subscribe, stored, restored };
+      return {
+        clock,
+        store,
+        broker,
+        gateway,
+        revocations,
+        sids,
+        connect,
+        subscribe,
+        stored,
+        restored,
+      };
     }
 
     const pubsub = (stream: string) => JSON.stringify({ channel: '$pubsub', stream_name: stream });
@@ -141,6 +152,22 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       const next = uniqueId('conn');
       await t.connect(next, { sid: t.sids[0]! });
       expect(await t.restored(next)).toEqual([kept]);
+    });
+
+    it('does not restore a subscription made before a remote unsubscribe whose live removal missed it', async () => {
+      const t = await setup();
+      const c = uniqueId('conn');
+      const missed = uniqueId('stream');
+      await t.connect(c);
+      await t.subscribe(c, missed);
+      // The command's removal did not reach this subscription (it raced the command's read of
+      // the stream's subscribers): only the revocation was recorded.
+      await t.revocations.revoke({ kind: 'stream', name: missed }, Date.now());
+      await new Promise((r) => setTimeout(r, 5));
+      await t.gateway.disconnect(c); // the session is written after the revocation
+      const next = uniqueId('conn');
+      await t.connect(next, { sid: t.sids[0]! });
+      expect(await t.restored(next)).toEqual([]);
     });
 
     it('restores a stream subscribed again after its remote unsubscribe', async () => {

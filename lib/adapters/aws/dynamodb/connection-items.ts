@@ -46,6 +46,7 @@ export function toSubscription(row: Record<string, unknown>): Subscription {
     identifier: String(row.identifier),
     whisper: row.whisper === true,
     ...(typeof row.endpoint === 'string' ? { endpoint: row.endpoint } : {}),
+    ...(typeof row.subscribedAt === 'number' ? { subscribedAt: row.subscribedAt } : {}),
   };
 }
 

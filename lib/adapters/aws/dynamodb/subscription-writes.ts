@@ -156,6 +156,7 @@ export class SubscriptionWrites {
         whisper: s.whisper ?? false,
         // Fan-out posts with it, without reading the connection item.
         endpoint: s.endpoint,
+        subscribedAt: s.subscribedAt,
         ...keys,
         bucket: `b${bucket}`,
         since: Date.now(),
