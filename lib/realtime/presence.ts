@@ -86,7 +86,8 @@ export interface PresenceStore {
   /**
    * Removes sessions whose drop is due at `nowMs`, of connections in `buckets`
    * (`bucketOf(connectionId, B)`, as a pinger partition reads; every bucket by default), at
-   * most `limit` (default 100) per call: call again while it returns leaves or work remains.
+   * most `limit` (default 100) per call: what is left waits for the next call (a pinger's
+   * next tick), so a leave may come up to one tick after its due time.
    * A session joined again since its drop (a restore's new connection is a session of its
    * own) is kept. Resolves the leaves it caused. Overlapping calls are safe: each due
    * session is removed once.

@@ -205,7 +205,9 @@ export class DynamoPresenceStore implements PresenceStore {
    * A Query per bucket of {@link BUCKET_INDEX} (`bucket = d<n> AND since <= now`), the
    * buckets one after another until `limit` departures are read; the departures a few at
    * once. The index is eventually consistent: a departure may show up a moment late, so a
-   * leave may come a moment after its time, never before.
+   * leave may come a moment after its time, never before. A departure that fails stays due
+   * for the next call; the call throws only when none succeeded (the leaves it caused are
+   * never lost to another's failure).
    */
   async expire(nowMs: number, buckets?: readonly number[], limit = 100): Promise<PresenceLeave[]> {
     const indexes = buckets ?? Array.from({ length: await this.buckets() }, (_, b) => b);
