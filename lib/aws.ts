@@ -1,6 +1,6 @@
 /**
  * `lambdacable/aws`: the adapters on the AWS SDK v3: DynamoDB outbox, producer, schema
- * registry, broker, connections and ack store; the SQS relay and consumers; the API Gateway
+ * registry, broker, connections, presence and ack store; the SQS relay and consumers; the API Gateway
  * management API; the pinger's layout store and its Lambda invoker; the replay of relay
  * failures.
  */
@@ -44,6 +44,10 @@ export {
   DynamoPingerLayoutStore,
   type DynamoPingerLayoutStoreOptions,
 } from './adapters/aws/dynamodb/pinger-layout.js';
+export {
+  DynamoPresenceStore,
+  type DynamoPresenceStoreOptions,
+} from './adapters/aws/dynamodb/presence.js';
 export {
   DynamoRateLimiter,
   type DynamoRateLimiterOptions,

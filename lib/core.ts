@@ -208,6 +208,20 @@ export {
   type RunPlan,
 } from './realtime/pinger-runs.js';
 export {
+  checkPresence,
+  DEFAULT_PRESENCE_TTL_SECONDS,
+  MAX_PRESENCE_ID_BYTES,
+  MAX_PRESENCE_INFO_BYTES,
+  type PresenceCheck,
+  type PresenceJoin,
+  type PresenceLeave,
+  type PresenceMember,
+  type PresenceMembers,
+  type PresenceRefusal,
+  type PresenceRefusalReason,
+  type PresenceStore,
+} from './realtime/presence.js';
+export {
   EXT_PROTOCOL,
   PLAIN_PROTOCOL,
   PUBSUB_CHANNEL,

@@ -1,7 +1,7 @@
 /**
  * `lambdacable/testing`: in-memory doubles of every port (broker, schema registry,
- * connections, management API, messaging, outbox, ack store, pinger layout and invoker), for a
- * service's unit tests.
+ * connections, management API, messaging, outbox, ack store, pinger layout and invoker,
+ * presence), for a service's unit tests.
  */
 
 export { MemoryAckStore } from './adapters/memory/ack-store.js';
@@ -17,6 +17,7 @@ export {
 } from './adapters/memory/messaging.js';
 export { MemoryOutbox, MemoryTransaction } from './adapters/memory/outbox.js';
 export { MemoryPingerInvoker, MemoryPingerLayoutStore } from './adapters/memory/pinger-runs.js';
+export { MemoryPresenceStore } from './adapters/memory/presence.js';
 export { MemoryRateLimiter } from './adapters/memory/rate-limiter.js';
 export { MemorySchemaRegistry } from './adapters/memory/schema-registry.js';
 export { MemorySessionCache, type MemorySessionCacheOptions } from './adapters/memory/sessions.js';

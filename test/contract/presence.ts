@@ -1,0 +1,282 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import {
+  bucketOf,
+  LimitExceededError,
+  MAX_PRESENCE_ID_BYTES,
+  MAX_PRESENCE_INFO_BYTES,
+  type PresenceLeave,
+  type PresenceStore,
+  ProtocolError,
+} from '../../lib/core';
+
+let n = 0;
+const uid = (label: string) => `${label}-${process.pid}-${Date.now()}-${++n}`;
+/** In the year 2100, so that DynamoDB Local's TTL sweeper never deletes what a test reads. */
+const T0 = Date.UTC(2100, 0, 1);
+const TTL = 15_000;
+
+/** The leaves on `stream` (the store may hold other tests' departures). */
+const on = (stream: string, leaves: readonly PresenceLeave[]) =>
+  leaves.filter((l) => l.stream === stream);
+
+/** A pause of 0–2 ms, so that concurrent calls interleave differently each run. */
+const jitter = () => new Promise((r) => setTimeout(r, Math.floor(Math.random() * 3)));
+
+/** Options of {@link presenceStoreContract}. */
+export interface PresenceContractOptions {
+  /** Random interleavings per concurrency test. @default 50 */
+  readonly trials?: number;
+}
+
+/** The PresenceStore contract, run against memory and DynamoDB. */
+export function presenceStoreContract(
+  name: string,
+  factory: () => Promise<PresenceStore> | PresenceStore,
+  options: PresenceContractOptions = {},
+): void {
+  const trials = options.trials ?? 50;
+
+  describe(`${name} (PresenceStore contract)`, () => {
+    let store: PresenceStore;
+    let stream: string;
+    beforeEach(async () => {
+      store = await factory();
+      stream = uid('stream');
+    });
+
+    it('makes an id present on its first session only', async () => {
+      const [a, b] = [uid('c'), uid('c')];
+      expect(await store.join(stream, a, 'alice', { name: 'Alice' }, T0)).toEqual({
+        joined: true,
+      });
+      expect(await store.join(stream, b, 'alice', { name: 'Alice 2' }, T0)).toEqual({
+        joined: false,
+      });
+      expect(await store.members(stream, T0)).toEqual({
+        total: 1,
+        records: [{ id: 'alice', info: { name: 'Alice 2' } }],
+      });
+    });
+
+    it('leaves only when the last session of the id leaves', async () => {
+      const [a, b] = [uid('c'), uid('c')];
+      await store.join(stream, a, 'alice', null, T0);
+      await store.join(stream, b, 'alice', null, T0);
+      expect(await store.leave(stream, a, T0)).toEqual({});
+      expect((await store.members(stream, T0)).total).toBe(1);
+      expect(await store.leave(stream, b, T0)).toEqual({ left: 'alice' });
+      expect(await store.members(stream, T0)).toEqual({ total: 0, records: [] });
+      expect(await store.join(stream, a, 'alice', null, T0)).toEqual({ joined: true });
+    });
+
+    it('takes a repeated join of a connection as one session, with the latest info', async () => {
+      const a = uid('c');
+      await store.join(stream, a, 'alice', 1, T0);
+      expect(await store.join(stream, a, 'alice', 2, T0)).toEqual({ joined: false });
+      expect((await store.members(stream, T0)).records).toEqual([{ id: 'alice', info: 2 }]);
+      expect(await store.join(stream, a, 'alice', undefined, T0)).toEqual({ joined: false });
+      expect((await store.members(stream, T0)).records).toEqual([{ id: 'alice', info: undefined }]);
+      expect(await store.leave(stream, a, T0)).toEqual({ left: 'alice' });
+    });
+
+    it('ignores a leave of a connection that is not present, or leaves twice', async () => {
+      const a = uid('c');
+      expect(await store.leave(stream, a, T0)).toEqual({});
+      await store.join(stream, a, 'alice', null, T0);
+      expect(await store.leave(stream, a, T0)).toEqual({ left: 'alice' });
+      expect(await store.leave(stream, a, T0)).toEqual({});
+      expect((await store.members(stream, T0)).total).toBe(0);
+    });
+
+    it('moves a connection that joins again with another id', async () => {
+      const [a, b] = [uid('c'), uid('c')];
+      await store.join(stream, a, 'alice', null, T0);
+      await store.join(stream, b, 'bob', null, T0);
+      expect(await store.join(stream, a, 'bob', null, T0)).toEqual({
+        joined: false,
+        left: 'alice',
+      });
+      expect(await store.members(stream, T0)).toEqual({
+        total: 1,
+        records: [{ id: 'bob', info: null }],
+      });
+      expect(await store.leave(stream, b, T0)).toEqual({});
+      expect(await store.leave(stream, a, T0)).toEqual({ left: 'bob' });
+    });
+
+    it('keeps presence per stream', async () => {
+      const a = uid('c');
+      const other = uid('stream');
+      await store.join(stream, a, 'alice', null, T0);
+      expect(await store.join(other, a, 'alice', null, T0)).toEqual({ joined: true });
+      expect(await store.leave(stream, a, T0)).toEqual({ left: 'alice' });
+      expect((await store.members(other, T0)).total).toBe(1);
+      expect((await store.drop(a, T0, TTL)).sort()).toEqual([other]);
+    });
+
+    it('keeps a dropped connection present for the ttl, then leaves', async () => {
+      const a = uid('c');
+      const t = T0 + 1_000;
+      await store.join(stream, a, 'alice', null, t);
+      expect(await store.drop(a, t, TTL)).toEqual([stream]);
+      expect(on(stream, await store.expire(t + TTL - 1))).toEqual([]);
+      expect((await store.members(stream, t + TTL - 1)).total).toBe(1);
+      expect(on(stream, await store.expire(t + TTL))).toEqual([{ stream, id: 'alice' }]);
+      expect((await store.members(stream, t + TTL)).total).toBe(0);
+      expect(on(stream, await store.expire(t + TTL))).toEqual([]);
+      expect(await store.drop(a, t + TTL, TTL)).toEqual([]);
+    });
+
+    it('does not leave for a dropped session when another session of the id stays', async () => {
+      const [a, b] = [uid('c'), uid('c')];
+      await store.join(stream, a, 'alice', null, T0);
+      await store.join(stream, b, 'alice', null, T0);
+      await store.drop(a, T0, TTL);
+      expect(on(stream, await store.expire(T0 + TTL))).toEqual([]);
+      expect((await store.members(stream, T0 + TTL)).total).toBe(1);
+      await store.drop(b, T0 + TTL, TTL);
+      expect(on(stream, await store.expire(T0 + 2 * TTL))).toEqual([{ stream, id: 'alice' }]);
+    });
+
+    it("takes a restored session's join as no join, and its old connection's expiry as no leave", async () => {
+      const [old, restored] = [uid('c'), uid('c')];
+      await store.join(stream, old, 'alice', { v: 1 }, T0);
+      await store.drop(old, T0, TTL);
+      expect(await store.join(stream, restored, 'alice', { v: 1 }, T0 + 5_000)).toEqual({
+        joined: false,
+      });
+      expect(on(stream, await store.expire(T0 + TTL))).toEqual([]);
+      expect(await store.members(stream, T0 + TTL)).toEqual({
+        total: 1,
+        records: [{ id: 'alice', info: { v: 1 } }],
+      });
+      expect(await store.leave(stream, restored, T0 + TTL)).toEqual({ left: 'alice' });
+    });
+
+    it('never undoes a join made after the drop of the same connection', async () => {
+      const a = uid('c');
+      await store.join(stream, a, 'alice', null, T0);
+      await store.drop(a, T0, TTL);
+      expect(await store.join(stream, a, 'alice', null, T0 + 1)).toEqual({ joined: false });
+      expect(on(stream, await store.expire(T0 + TTL))).toEqual([]);
+      expect((await store.members(stream, T0 + TTL)).total).toBe(1);
+      expect(await store.leave(stream, a, T0 + TTL)).toEqual({ left: 'alice' });
+    });
+
+    it('expires only the buckets it is given', async () => {
+      const a = uid('c');
+      const mine = bucketOf(a, 8);
+      const others = [0, 1, 2, 3, 4, 5, 6, 7].filter((b) => b !== mine);
+      await store.join(stream, a, 'alice', null, T0);
+      await store.drop(a, T0, TTL);
+      expect(on(stream, await store.expire(T0 + TTL, others))).toEqual([]);
+      expect(on(stream, await store.expire(T0 + TTL, [mine]))).toEqual([{ stream, id: 'alice' }]);
+    });
+
+    it('expires at most `limit` departures per call', async () => {
+      const conns = [uid('c'), uid('c'), uid('c')];
+      for (const [i, c] of conns.entries()) await store.join(stream, c, `id${i}`, null, T0);
+      for (const c of conns) await store.drop(c, T0, TTL);
+      const first = on(stream, await store.expire(T0 + TTL, undefined, 2));
+      expect(first.length).toBeLessThanOrEqual(2);
+      const rest = on(stream, await store.expire(T0 + TTL, undefined, 100));
+      expect([...first, ...rest].map((l) => l.id).sort()).toEqual(['id0', 'id1', 'id2']);
+    });
+
+    it('counts every member exactly and caps the records, in id order', async () => {
+      const ids = ['g', 'c', 'a', 'f', 'b', 'e', 'd'];
+      await Promise.all(ids.map((id) => store.join(stream, uid('c'), id, { id }, T0)));
+      const page = await store.members(stream, T0, 3);
+      expect(page.total).toBe(7);
+      expect(page.records).toEqual(['a', 'b', 'c'].map((id) => ({ id, info: { id } })));
+      expect((await store.members(stream, T0)).records).toHaveLength(7);
+      expect(await store.members(uid('stream'), T0)).toEqual({ total: 0, records: [] });
+    });
+
+    it('refuses an id or info over its limit, and an empty id', async () => {
+      const a = uid('c');
+      const longId = 'é'.repeat(MAX_PRESENCE_ID_BYTES / 2 + 1);
+      await expect(store.join(stream, a, longId, null, T0)).rejects.toBeInstanceOf(
+        LimitExceededError,
+      );
+      const bigInfo = 'x'.repeat(MAX_PRESENCE_INFO_BYTES);
+      await expect(store.join(stream, a, 'alice', bigInfo, T0)).rejects.toBeInstanceOf(
+        LimitExceededError,
+      );
+      await expect(store.join(stream, a, '', null, T0)).rejects.toBeInstanceOf(ProtocolError);
+      const maxId = 'é'.repeat(MAX_PRESENCE_ID_BYTES / 2);
+      const maxInfo = 'x'.repeat(MAX_PRESENCE_INFO_BYTES - 2);
+      expect(await store.join(stream, a, maxId, maxInfo, T0)).toEqual({ joined: true });
+      expect((await store.members(stream, T0)).records).toEqual([{ id: maxId, info: maxInfo }]);
+    });
+
+    it(`ends concurrent joins and leaves of one id with events that match (${trials} interleavings)`, async () => {
+      for (let trial = 0; trial < trials; trial++) {
+        const s = `${stream}-${trial}`;
+        const conns = Array.from({ length: 3 + (trial % 3) }, () => uid('c'));
+        let events = 0;
+        const lastJoined = await Promise.all(
+          conns.map(async (c) => {
+            let joined = false;
+            const steps = 1 + Math.floor(Math.random() * 4);
+            for (let i = 0; i < steps; i++) {
+              await jitter();
+              if (Math.random() < 0.6) {
+                if ((await store.join(s, c, 'alice', { c }, T0)).joined) events++;
+                joined = true;
+              } else {
+                if ((await store.leave(s, c, T0)).left !== undefined) events--;
+                joined = false;
+              }
+            }
+            return joined;
+          }),
+        );
+        const present = lastJoined.some(Boolean) ? 1 : 0;
+        expect({ trial, total: (await store.members(s, T0)).total }).toEqual({
+          trial,
+          total: present,
+        });
+        expect({ trial, events }).toEqual({ trial, events: present });
+        await Promise.all(conns.map((c) => store.leave(s, c, T0)));
+      }
+    }, 120_000);
+
+    it(`ends concurrent restores, expiries and leaves with events that match (${Math.ceil(trials / 2)} interleavings)`, async () => {
+      for (let trial = 0; trial < Math.ceil(trials / 2); trial++) {
+        const s = `${stream}-${trial}`;
+        const [old, other, restored] = [uid('c'), uid('c'), uid('c')];
+        let events = 0;
+        if ((await store.join(s, old, 'alice', null, T0)).joined) events++;
+        const withOther = trial % 2 === 1;
+        if (withOther && (await store.join(s, other, 'alice', null, T0)).joined) events++;
+        await store.drop(old, T0, TTL);
+        const restore = Math.random() < 0.7;
+        const expiries = Array.from({ length: 2 }, async () => {
+          await jitter();
+          for (const l of on(s, await store.expire(T0 + TTL))) if (l.id === 'alice') events--;
+        });
+        const others = [
+          (async () => {
+            await jitter();
+            if (restore && (await store.join(s, restored, 'alice', null, T0 + TTL)).joined) {
+              events++;
+            }
+          })(),
+          (async () => {
+            await jitter();
+            if (withOther && (await store.leave(s, other, T0 + TTL)).left) events--;
+          })(),
+        ];
+        await Promise.all([...expiries, ...others]);
+        const present = restore ? 1 : 0;
+        expect({ trial, total: (await store.members(s, T0 + TTL)).total }).toEqual({
+          trial,
+          total: present,
+        });
+        expect({ trial, events }).toEqual({ trial, events: present });
+        await store.leave(s, restored, T0 + TTL);
+      }
+    }, 120_000);
+  });
+}

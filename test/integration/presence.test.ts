@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { DynamoPresenceStore } from '../../lib/aws';
+import { presenceStoreContract } from '../contract/presence';
+import { localClients, testResources } from '../helpers/aws';
+
+let shared: ReturnType<typeof testResources> | undefined;
+const resources = () => {
+  shared ??= testResources('presence');
+  return shared;
+};
+
+presenceStoreContract('DynamoPresenceStore', async () => {
+  const res = await resources();
+  return new DynamoPresenceStore({ client: res.dynamodb, tableName: res.tables.connections });
+});
+
+const T0 = Date.UTC(2100, 0, 1);
+
+/**
+ * A store whose next transaction on `stream` waits for `race()` first: what another Lambda
+ * does between this one's reads and its write.
+ */
+async function racedStore(): Promise<{
+  store: DynamoPresenceStore;
+  other: DynamoPresenceStore;
+  beforeNextWrite(stream: string, race: () => Promise<unknown>): void;
+}> {
+  const res = await resources();
+  const client = localClients().dynamodb;
+  let pending: { stream: string; race: () => Promise<unknown> } | undefined;
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const race = pending;
+      if (
+        context.commandName === 'TransactWriteItemsCommand' &&
+        race &&
+        JSON.stringify(args.input).includes(`p#${race.stream}`)
+      ) {
+        pending = undefined;
+        await race.race();
+      }
+      return next(args);
+    },
+    { step: 'initialize' },
+  );
+  const tableName = res.tables.connections;
+  return {
+    store: new DynamoPresenceStore({ client, tableName }),
+    other: new DynamoPresenceStore({ client: res.dynamodb, tableName }),
+    beforeNextWrite: (stream, race) => {
+      pending = { stream, race };
+    },
+  };
+}
+
+describe('DynamoPresenceStore under a race between read and write', () => {
+  it('joins again (one join, one leave, one join) when the last leave wins the race', async () => {
+    const { store, other, beforeNextWrite } = await racedStore();
+    const stream = `race-${Date.now()}-1`;
+    expect(await other.join(stream, 'a', 'alice', null, T0)).toEqual({ joined: true });
+    let leave: { left?: string } | undefined;
+    beforeNextWrite(stream, async () => {
+      leave = await other.leave(stream, 'a', T0);
+    });
+    // It read alice present, so planned no join; the leave removed her before its write.
+    expect(await store.join(stream, 'b', 'alice', null, T0)).toEqual({ joined: true });
+    expect(leave).toEqual({ left: 'alice' });
+    expect((await other.members(stream, T0)).total).toBe(1);
+  });
+
+  it('emits no leave when a join wins the race against the last leave', async () => {
+    const { store, other, beforeNextWrite } = await racedStore();
+    const stream = `race-${Date.now()}-2`;
+    await other.join(stream, 'a', 'alice', null, T0);
+    let join: { joined: boolean } | undefined;
+    beforeNextWrite(stream, async () => {
+      join = await other.join(stream, 'b', 'alice', null, T0);
+    });
+    // It read a as the last session, so planned a leave; b joined before its write.
+    expect(await store.leave(stream, 'a', T0)).toEqual({});
+    expect(join).toEqual({ joined: false });
+    expect(await other.members(stream, T0)).toEqual({
+      total: 1,
+      records: [{ id: 'alice', info: null }],
+    });
+  });
+
+  it('keeps a restored session when it joins between the expiry read and write', async () => {
+    const { store, other, beforeNextWrite } = await racedStore();
+    const stream = `race-${Date.now()}-3`;
+    await other.join(stream, 'old', 'alice', null, T0);
+    await other.drop('old', T0, 15_000);
+    beforeNextWrite(stream, () => other.join(stream, 'restored', 'alice', null, T0 + 15_000));
+    const leaves = await store.expire(T0 + 15_000);
+    expect(leaves.filter((l) => l.stream === stream)).toEqual([]);
+    expect((await other.members(stream, T0 + 15_000)).total).toBe(1);
+    expect(await other.leave(stream, 'restored', T0 + 15_000)).toEqual({ left: 'alice' });
+  });
+});
