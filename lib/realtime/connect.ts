@@ -1,4 +1,5 @@
 import type { Clock } from '../kernel/clock.js';
+import { forEachConcurrently } from '../kernel/concurrency.js';
 import { fingerprint, MAX_SID_BYTES, utf8Bytes } from '../kernel/limits.js';
 import type { Logger } from '../kernel/logger.js';
 import type { GatewayConfig } from './config.js';
@@ -139,12 +140,15 @@ function restorableSid(
   return sid || undefined;
 }
 
+/** Subscriptions a restore stores at once. */
+const RESTORE_CONCURRENCY = 16;
+
 /**
  * Restores the subscriptions of the session `previous` (the `sid` the client sent) on
  * `connection`, when that session is of the same identity and the extended protocol, was not
  * ended by a remote `disconnect` (of its identity or connection) since it started, and each
  * subscription authorized again: under the current settings (signature, public namespace,
- * identifier rules), not unsubscribed remotely since the session stored it, one per stream,
+ * identifier rules), not unsubscribed remotely since it was subscribed, one per stream,
  * at most `maxSubscriptions`. The restored subscriptions, or `undefined` when there is
  * nothing to restore.
  */
@@ -196,25 +200,29 @@ async function restore(
     deps.logger.info('session not restored', { connectionId, reason: 'disconnected remotely' });
     return undefined;
   }
-  const restored: SessionSubscription[] = [];
-  for (const s of authorized) {
-    // Revoked when unsubscribed remotely since it was subscribed (a session of an earlier
-    // version has no time per subscription: since the session stored it).
+  // Revoked when unsubscribed remotely since it was subscribed (a session of an earlier
+  // version has no time per subscription: since the session stored it).
+  const kept = authorized.filter((s) => {
     const since = s.subscribedAt ?? old.writtenAt ?? 0;
-    if ((revoked.get(revocationKey({ kind: 'stream', name: s.stream })) ?? -1) >= since) {
-      refused++;
-      continue;
-    }
-    // The restored subscription dates from before the revocations were read: one recorded
-    // from then on revokes it too. One at a time: one per stream, counted against the limit.
-    const sub = { ...s, subscribedAt: startedAt };
-    const added = await deps.store.addSubscription(
-      { connectionId, ...sub, ...(endpoint ? { endpoint } : {}) },
-      deps.config.maxSubscriptions,
-    );
-    if (added === 'added') restored.push(sub);
-    else refused++;
-  }
+    return (revoked.get(revocationKey({ kind: 'stream', name: s.stream })) ?? -1) < since;
+  });
+  refused += authorized.length - kept.length;
+  // A restored subscription dates from before the revocations were read: one recorded from
+  // then on revokes it too. Stored a few at a time, each counted against the limit.
+  const added: (SessionSubscription | undefined)[] = new Array(kept.length);
+  await forEachConcurrently(
+    kept.map((s, i) => ({ s: { ...s, subscribedAt: startedAt }, i })),
+    RESTORE_CONCURRENCY,
+    async ({ s, i }) => {
+      const outcome = await deps.store.addSubscription(
+        { connectionId, ...s, ...(endpoint ? { endpoint } : {}) },
+        deps.config.maxSubscriptions,
+      );
+      if (outcome === 'added') added[i] = s;
+    },
+  );
+  const restored = added.filter((s): s is SessionSubscription => s !== undefined);
+  refused += kept.length - restored.length;
   if (refused > 0) {
     deps.logger.info('session restored without subscriptions it no longer authorizes', {
       connectionId,

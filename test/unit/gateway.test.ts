@@ -557,6 +557,23 @@ describe('Gateway: session restore', () => {
     });
   });
 
+  it('restores at most LAMBDACABLE_MAX_SUBSCRIPTIONS, and a public name outside the prefix set since then no more', async () => {
+    const t = setup({ publicStreams: true });
+    await t.open('old');
+    for (const s of ['a', 'b', 'public:c', 'public:d']) await t.subscribe('old', pubsub(s));
+    await t.gateway.disconnect('old');
+    const settings = t.config as { maxSubscriptions: number; publicStreamPrefix: string };
+    settings.maxSubscriptions = 1;
+    settings.publicStreamPrefix = 'public:';
+    await t.open('new', { query: { sid: 'sid-1' } });
+    const welcome = t.frames('new')[0] as { restored_ids: string[] };
+    expect(welcome).toMatchObject({ type: 'welcome', restored: true });
+    // a and b are no longer public; of c and d, one fits.
+    expect(welcome.restored_ids).toHaveLength(1);
+    expect([pubsub('public:c'), pubsub('public:d')]).toContain(welcome.restored_ids[0]);
+    expect(await t.store.subscriptionsOf('new')).toHaveLength(1);
+  });
+
   it('authorizes restored subscriptions again: a rotated-out streams secret or public streams turned off end them', async () => {
     const t = setup({ publicStreams: true });
     await t.open('old');
