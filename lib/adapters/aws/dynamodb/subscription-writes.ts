@@ -70,9 +70,17 @@ export class SubscriptionWrites {
         return held ? heldBy(held, s.identifier) : counted;
       }
     }
-    const held = await this.shards.place(s.stream, s.connectionId, (keys) =>
-      this.putSubscription(s, keys),
-    );
+    let held: Subscription | undefined;
+    try {
+      held = await this.shards.place(s.stream, s.connectionId, (keys) =>
+        this.putSubscription(s, keys),
+      );
+    } catch (error) {
+      // Not stored: the slot it took goes back (best effort; a count too high errs on the
+      // side of the limit, and ends with the connection).
+      if (limit !== undefined) await this.uncount(s.connectionId, false).catch(() => undefined);
+      throw error;
+    }
     if (!held) return 'added';
     if (limit !== undefined) await this.uncount(s.connectionId, false);
     return heldBy(held, s.identifier);
