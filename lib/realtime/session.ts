@@ -23,8 +23,9 @@ export interface SessionState {
   readonly restoredIds?: readonly string[];
   /**
    * When `subscriptions` were read (ms since the epoch): at connect, and when the connection
-   * ended. A revocation at or after it applies to them on restore. Absent in sessions of
-   * earlier versions: every revocation applies.
+   * ended. On restore, a remote `unsubscribe` at or after it revokes a subscription stored
+   * without its own `subscribedAt`. Absent in sessions of earlier versions: every
+   * revocation applies.
    */
   readonly writtenAt?: number;
   /**
