@@ -282,6 +282,14 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     });
   });
 
+  it('gives the functions the public prefix public: and the default cap when none is set', () => {
+    for (const fn of ['WsConnectLambdaFunction', 'WsDefaultLambdaFunction']) {
+      const env = resources[fn]!.Properties.Environment.Variables;
+      expect(env.LAMBDACABLE_PUBLIC_STREAM_PREFIX).toBe('public:');
+      expect(env.LAMBDACABLE_MAX_SUBSCRIPTIONS).toBe('');
+    }
+  });
+
   it("grants ManageConnections on its own stage's connections only", () => {
     const grants = Object.values(resources)
       .filter((r) => r.Type === 'AWS::IAM::Role')
@@ -405,13 +413,18 @@ describe('stage throttling settings (infra/deploy/throttling.ts)', () => {
     );
   });
 
-  it('packages the limits it is given', async () => {
+  it('packages the limits it is given, and an empty public prefix as empty (any name public)', async () => {
     const packaged = await packageService('ci', {
       LAMBDACABLE_CONNECT_RATE_LIMIT: '20',
       LAMBDACABLE_BROADCAST_BURST_LIMIT: '7',
+      LAMBDACABLE_PUBLIC_STREAM_PREFIX: '',
+      LAMBDACABLE_MAX_SUBSCRIPTIONS: '16',
     });
     try {
       const r = packaged.template.Resources;
+      const env = r.WsDefaultLambdaFunction!.Properties.Environment.Variables;
+      expect(env.LAMBDACABLE_PUBLIC_STREAM_PREFIX).toBe('');
+      expect(env.LAMBDACABLE_MAX_SUBSCRIPTIONS).toBe('16');
       expect(
         r.WebsocketsDeploymentStage!.Properties.RouteSettings.$connect.ThrottlingRateLimit,
       ).toBe(20);
