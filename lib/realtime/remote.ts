@@ -129,10 +129,10 @@ export async function remoteDisconnect(
 }
 
 /**
- * AnyCable's remote `unsubscribe`: every subscription to a stream removed, then the stream
- * revoked for sessions stored until now, so that a reconnect does not bring it back. (The
- * revocation comes after the removals: a connection that ended meanwhile stored its
- * subscriptions in its session before they were removed, so before the revocation.)
+ * AnyCable's remote `unsubscribe`: every subscription to a stream removed (in fan-out tasks
+ * when the fan-out has them), then the stream revoked: no restore brings back a subscription
+ * to it made until now, also one the removal missed (a subscribe racing the command) and one
+ * a connection that ended meanwhile stored in its session.
  */
 export async function remoteUnsubscribe(
   deps: RemoteCommandDeps,
@@ -148,9 +148,7 @@ export async function remoteUnsubscribe(
     removed = await deps.removeAudience(stream);
   } else {
     for await (const page of deps.store.subscribersOf(stream, deps.pageSize)) {
-      await forEachConcurrently(page, deps.concurrency, async (s) => {
-        if (await deps.store.removeSubscription(s.connectionId, s.stream, s.identifier)) removed++;
-      });
+      removed += (await removeSubscribers(deps.store, deps.concurrency, page)).sent;
     }
   }
   await deps.revocations.revoke({ kind: 'stream', name: stream }, Date.now());
