@@ -419,12 +419,14 @@ describe('stage throttling settings (infra/deploy/throttling.ts)', () => {
       LAMBDACABLE_BROADCAST_BURST_LIMIT: '7',
       LAMBDACABLE_PUBLIC_STREAM_PREFIX: '',
       LAMBDACABLE_MAX_SUBSCRIPTIONS: '16',
+      LAMBDACABLE_SECRETS_MAX_AGE: '60',
     });
     try {
       const r = packaged.template.Resources;
       const env = r.WsDefaultLambdaFunction!.Properties.Environment.Variables;
       expect(env.LAMBDACABLE_PUBLIC_STREAM_PREFIX).toBe('');
       expect(env.LAMBDACABLE_MAX_SUBSCRIPTIONS).toBe('16');
+      expect(env.LAMBDACABLE_SECRETS_MAX_AGE).toBe('60');
       expect(
         r.WebsocketsDeploymentStage!.Properties.RouteSettings.$connect.ThrottlingRateLimit,
       ).toBe(20);
