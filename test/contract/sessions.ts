@@ -192,6 +192,9 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       await t.subscribe(c, 'a');
       await t.gateway.disconnect(c);
       await t.broker.handleCommand({ command: 'disconnect', payload: { identifier: who } });
+      // A later millisecond: a session started in the revocation's own millisecond counts as
+      // started before it (ties revoke).
+      await new Promise((r) => setTimeout(r, 5));
       const next = uniqueId('conn');
       await t.connect(next, { sid: t.sids[0]! }, who);
       expect(await t.restored(next)).toEqual([]);

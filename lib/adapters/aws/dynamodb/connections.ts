@@ -3,7 +3,6 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
-  paginateQuery,
   type QueryCommandInput,
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
@@ -26,6 +25,7 @@ import type {
 import { bucketOf, MIN_BUCKETS } from '../../../realtime/partitions.js';
 import { awsCall } from '../call.js';
 import { toChange, toConnection, toSubscription } from './connection-items.js';
+import { queryPages } from './query.js';
 import { StreamShards } from './stream-shards.js';
 import { SubscriptionWrites } from './subscription-writes.js';
 
@@ -269,20 +269,11 @@ export class DynamoConnectionStore implements ConnectionStore {
     }
   }
 
-  private async *query(
+  private query(
     id: string,
     input: Omit<QueryCommandInput, 'TableName'>,
   ): AsyncIterable<Record<string, unknown>[]> {
-    const pages = paginateQuery(
-      { client: this.options.client },
-      { TableName: this.options.tableName, ...input },
-    );
-    const iterator = pages[Symbol.asyncIterator]();
-    while (true) {
-      const page = await this.call('Query', id, () => iterator.next());
-      if (page.done) return;
-      yield (page.value.Items ?? []).map((item) => unmarshall(item));
-    }
+    return queryPages(this.options.client, this.options.tableName, id, input);
   }
 
   private call<T>(operation: string, id: string, fn: () => Promise<T>): Promise<T> {

@@ -69,19 +69,7 @@ export class OutboxProducer implements CloseableProducer {
     const id = message.id ?? newEventId(timestamp);
     let item: Record<string, AttributeValue>;
     try {
-      item = outboxItem(
-        {
-          id,
-          topic: opts?.topic ?? this.options.topic,
-          key: message.key,
-          type: message.type ?? '',
-          headers: message.headers ?? {},
-          payload: message.value,
-          timestamp,
-        },
-        this.options.retentionSeconds,
-        lookupOf(this.options),
-      );
+      item = this.itemOf(message, id, timestamp, opts);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -90,6 +78,28 @@ export class OutboxProducer implements CloseableProducer {
       // Collect what is published in the same tick into as few requests as possible.
       this.scheduled ??= new Promise<void>((r) => setImmediate(r)).then(() => this.flush());
     });
+  }
+
+  /** The outbox row of `message`; throws what the producer refuses before a write. */
+  private itemOf(
+    message: OutgoingMessage,
+    id: string,
+    timestamp: number,
+    opts: PublishOptions | undefined,
+  ): Record<string, AttributeValue> {
+    return outboxItem(
+      {
+        id,
+        topic: opts?.topic ?? this.options.topic,
+        key: message.key,
+        type: message.type ?? '',
+        headers: message.headers ?? {},
+        payload: message.value,
+        timestamp,
+      },
+      this.options.retentionSeconds,
+      lookupOf(this.options),
+    );
   }
 
   /**
@@ -110,19 +120,7 @@ export class OutboxProducer implements CloseableProducer {
     const rounds: Record<string, AttributeValue>[][] = [];
     const seen = new Map<string, number>();
     messages.forEach((message, index) => {
-      const item = outboxItem(
-        {
-          id: message.id ?? fresh[index]!,
-          topic: opts?.topic ?? this.options.topic,
-          key: message.key,
-          type: message.type ?? '',
-          headers: message.headers ?? {},
-          payload: message.value,
-          timestamp,
-        },
-        this.options.retentionSeconds,
-        lookupOf(this.options),
-      );
+      const item = this.itemOf(message, message.id ?? fresh[index]!, timestamp, opts);
       const pk = item.pk?.S ?? '';
       const round = seen.get(pk) ?? 0;
       seen.set(pk, round + 1);

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import {
   type DynamoDBClient,
   GetItemCommand,
-  paginateQuery,
   type QueryCommandInput,
   TransactionCanceledException,
   TransactionConflictException,
@@ -46,6 +45,7 @@ import {
   type StoredMember,
   toMember,
 } from './presence-items.js';
+import { queryPages } from './query.js';
 
 /** Tries of a change whose transaction is cancelled (a concurrent change of the same items). */
 const MAX_ATTEMPTS = 12;
@@ -368,19 +368,10 @@ export class DynamoPresenceStore implements PresenceStore {
     );
   }
 
-  private async *query(
+  private query(
     id: string,
     input: Omit<QueryCommandInput, 'TableName'>,
   ): AsyncIterable<Record<string, unknown>[]> {
-    const pages = paginateQuery(
-      { client: this.options.client },
-      { TableName: this.table, ...input },
-    );
-    const iterator = pages[Symbol.asyncIterator]();
-    while (true) {
-      const page = await awsCall('Query', this.table, [id], () => iterator.next());
-      if (page.done) return;
-      yield (page.value.Items ?? []).map((item) => unmarshall(item));
-    }
+    return queryPages(this.options.client, this.table, id, input);
   }
 }

@@ -6,6 +6,7 @@ import {
   GetItemCommand,
   PutItemCommand,
   UpdateItemCommand,
+  type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { AwsResourceError } from '../../../kernel/errors.js';
@@ -88,27 +89,15 @@ export class SubscriptionWrites {
 
   /** Raises the connection's count of subscriptions unless it is at `limit`. */
   private async count(connectionId: string, limit: number): Promise<'counted' | 'limit' | 'gone'> {
-    try {
-      await this.call('UpdateItem', connectionId, () =>
-        this.options.client.send(
-          new UpdateItemCommand({
-            TableName: this.options.tableName,
-            Key: { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
-            UpdateExpression: 'ADD #subs :one',
-            ConditionExpression:
-              'attribute_exists(pk) AND (attribute_not_exists(#subs) OR #subs < :limit)',
-            ExpressionAttributeNames: { '#subs': 'subs' },
-            ExpressionAttributeValues: { ':one': { N: '1' }, ':limit': { N: String(limit) } },
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-          }),
-        ),
-      );
-      return 'counted';
-    } catch (error) {
-      const cause = (error as AwsResourceError).cause;
-      if (!(cause instanceof ConditionalCheckFailedException)) throw error;
-      return cause.Item ? 'limit' : 'gone';
-    }
+    const done = await this.updateConnection(connectionId, {
+      UpdateExpression: 'ADD #subs :one',
+      ConditionExpression:
+        'attribute_exists(pk) AND (attribute_not_exists(#subs) OR #subs < :limit)',
+      ExpressionAttributeNames: { '#subs': 'subs' },
+      ExpressionAttributeValues: { ':one': { N: '1' }, ':limit': { N: String(limit) } },
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    });
+    return done === true ? 'counted' : done.item ? 'limit' : 'gone';
   }
 
   /**
@@ -116,36 +105,19 @@ export class SubscriptionWrites {
    * connection that is gone stays gone.
    */
   private async uncount(connectionId: string, touch: boolean): Promise<void> {
-    const update = (
-      expression: string,
-      condition: string,
-      values: Record<string, AttributeValue>,
-    ) =>
-      this.call('UpdateItem', connectionId, () =>
-        this.options.client.send(
-          new UpdateItemCommand({
-            TableName: this.options.tableName,
-            Key: { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
-            UpdateExpression: expression,
-            ConditionExpression: condition,
-            ExpressionAttributeNames: { '#subs': 'subs', ...(touch ? { '#since': 'since' } : {}) },
-            ExpressionAttributeValues: values,
-          }),
-        ),
-      );
     const now = { ':now': { N: String(Date.now()) } };
-    try {
-      await update(
-        `${touch ? 'SET #since = :now ' : ''}ADD #subs :minus`,
-        'attribute_exists(pk) AND #subs > :zero',
-        { ':minus': { N: '-1' }, ':zero': { N: '0' }, ...(touch ? now : {}) },
-      );
-    } catch (error) {
-      if (!((error as AwsResourceError).cause instanceof ConditionalCheckFailedException))
-        throw error;
-      // Not counted (stored without a limit): only the change is marked.
-      if (touch) await this.touchConnection(connectionId);
-    }
+    const done = await this.updateConnection(connectionId, {
+      UpdateExpression: `${touch ? 'SET #since = :now ' : ''}ADD #subs :minus`,
+      ConditionExpression: 'attribute_exists(pk) AND #subs > :zero',
+      ExpressionAttributeNames: { '#subs': 'subs', ...(touch ? { '#since': 'since' } : {}) },
+      ExpressionAttributeValues: {
+        ':minus': { N: '-1' },
+        ':zero': { N: '0' },
+        ...(touch ? now : {}),
+      },
+    });
+    // Not counted (stored without a limit): only the change is marked.
+    if (done !== true && touch) await this.touchConnection(connectionId);
   }
 
   /** Puts the subscription unless its stream is held: `undefined`, or the holder. */
@@ -260,26 +232,41 @@ export class SubscriptionWrites {
   }
 
   /**
-   * Marks a connection changed (its `since` now), so that {@link changesSince} reports it;
-   * a connection that is gone stays gone (the update never creates an item).
+   * Marks a connection changed (its `since` now), so that `changesSince` reports it; a
+   * connection that is gone stays gone (the update never creates an item).
    */
   async touchConnection(connectionId: string): Promise<void> {
+    await this.updateConnection(connectionId, {
+      UpdateExpression: 'SET #since = :now',
+      ConditionExpression: 'attribute_exists(pk)',
+      ExpressionAttributeNames: { '#since': 'since' },
+      ExpressionAttributeValues: { ':now': { N: String(Date.now()) } },
+    });
+  }
+
+  /**
+   * An update of the connection item on a condition: `true`, or the item the condition
+   * failed on (with `ReturnValuesOnConditionCheckFailure`).
+   */
+  private async updateConnection(
+    connectionId: string,
+    update: Omit<UpdateItemCommandInput, 'TableName' | 'Key'>,
+  ): Promise<true | { item?: Record<string, AttributeValue> }> {
     try {
       await this.call('UpdateItem', connectionId, () =>
         this.options.client.send(
           new UpdateItemCommand({
             TableName: this.options.tableName,
             Key: { pk: { S: `c#${connectionId}` }, sk: { S: 'c' } },
-            UpdateExpression: 'SET #since = :now',
-            ConditionExpression: 'attribute_exists(pk)',
-            ExpressionAttributeNames: { '#since': 'since' },
-            ExpressionAttributeValues: { ':now': { N: String(Date.now()) } },
+            ...update,
           }),
         ),
       );
+      return true;
     } catch (error) {
-      if ((error as AwsResourceError).cause instanceof ConditionalCheckFailedException) return;
-      throw error;
+      const cause = (error as AwsResourceError).cause;
+      if (!(cause instanceof ConditionalCheckFailedException)) throw error;
+      return cause.Item ? { item: cause.Item } : {};
     }
   }
 
