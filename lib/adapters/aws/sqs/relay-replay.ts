@@ -109,21 +109,13 @@ export async function replayRelayFailure(
     const sequenceNumber = r.dynamodb?.SequenceNumber ?? '';
     const pk = keys?.pk?.S ?? '';
     const sk = keys?.sk?.S ?? '';
-    const out = await awsCall('GetItem', options.outboxTable, [sk], () =>
-      options.dynamodb.send(
-        new GetItemCommand({
-          TableName: options.outboxTable,
-          Key: { pk: { S: pk }, sk: { S: sk } },
-          ConsistentRead: true,
-        }),
-      ),
-    );
-    if (!out.Item) {
+    const row = await outboxRow(options, pk, sk);
+    if (!row) {
       missing.push({ pk, sk, sequenceNumber, reason: 'not in the outbox table (expired?)' });
       continue;
     }
     try {
-      const record = recordFromItem(out.Item);
+      const record = recordFromItem(row);
       events.push({ id: record.id, topic: record.topic, key: record.key, sequenceNumber });
     } catch (error) {
       missing.push({ pk, sk, sequenceNumber, reason: (error as Error).message });
@@ -133,7 +125,7 @@ export async function replayRelayFailure(
       eventName: 'INSERT',
       eventSource: 'aws:dynamodb',
       eventSourceARN: failure.streamArn,
-      dynamodb: { Keys: keys, NewImage: out.Item, SequenceNumber: sequenceNumber },
+      dynamodb: { Keys: keys, NewImage: row, SequenceNumber: sequenceNumber },
     } as DynamoDBRecord);
   }
 
@@ -208,16 +200,7 @@ export async function replayParkedRecord(
   const { pk, sk } = parked.keys;
   let item = parked.item;
   if (!item) {
-    const out = await awsCall('GetItem', options.outboxTable, [sk], () =>
-      options.dynamodb.send(
-        new GetItemCommand({
-          TableName: options.outboxTable,
-          Key: { pk: { S: pk }, sk: { S: sk } },
-          ConsistentRead: true,
-        }),
-      ),
-    );
-    item = out.Item;
+    item = await outboxRow(options, pk, sk);
   }
   const sequenceNumber = parked.sequenceNumber;
   if (!item) {
@@ -345,4 +328,22 @@ export async function replayRelayFailures(
     }
   }
   return reports;
+}
+
+/** The outbox row `pk`/`sk`, read consistently; `undefined` once it is gone (TTL). */
+async function outboxRow(
+  options: Pick<RelayReplayOptions, 'dynamodb' | 'outboxTable'>,
+  pk: string,
+  sk: string,
+): Promise<Record<string, AttributeValue> | undefined> {
+  const out = await awsCall('GetItem', options.outboxTable, [sk], () =>
+    options.dynamodb.send(
+      new GetItemCommand({
+        TableName: options.outboxTable,
+        Key: { pk: { S: pk }, sk: { S: sk } },
+        ConsistentRead: true,
+      }),
+    ),
+  );
+  return out.Item;
 }
