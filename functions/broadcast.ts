@@ -6,6 +6,8 @@ import {
   backoffSeconds,
   errorMessage,
   MessageFormatError,
+  PresenceEvent,
+  presenceMessage,
   RemoteCommandEvent,
   UnknownEventTypeError,
 } from '../lib/core';
@@ -25,7 +27,10 @@ import {
  */
 const START_RESERVE_MS = 200_000;
 
-/** Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out. */
+/**
+ * Broadcast queue consumer: history (offset, epoch) in the broker, then fan-out; presence
+ * changes fanned out as `presence` frames.
+ */
 export const handler = async (event: SQSEvent, context?: Context): Promise<SQSBatchResponse> => {
   const { logger, sqs, queues } = runtime();
   const startBy = Date.now() + (context?.getRemainingTimeInMillis() ?? 900_000) - START_RESERVE_MS;
@@ -48,6 +53,17 @@ export const handler = async (event: SQSEvent, context?: Context): Promise<SQSBa
           meta: { sourceOffset: message.offset.toString() },
         });
         logger.info('broadcast', { stream, offset: String(message.offset), id: message.id });
+      } else if (message.type === PresenceEvent.name) {
+        const value = await codec.decode(message.value, PresenceEvent);
+        const presence = presenceMessage(value);
+        if (!presence) {
+          throw new MessageFormatError(`presence event of unknown kind: ${value.type}`, {
+            messageId: message.id,
+          });
+        }
+        // Transient: a `presence` frame to each subscriber, no history, no offset.
+        await broker.handleBroadcast(presence);
+        logger.info('presence', { stream: value.stream, type: value.type, id: message.id });
       } else if (message.type === RemoteCommandEvent.name) {
         const { command, payload } = await codec.decode(message.value, RemoteCommandEvent);
         await broker.handleCommand({ command, payload: parsePayload(payload, message.id) });

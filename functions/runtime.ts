@@ -8,7 +8,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ApiGatewayManagementApiClient } from '@aws-sdk/client-apigatewaymanagementapi';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
@@ -32,7 +32,9 @@ import {
   DynamoAckStore,
   DynamoBroker,
   DynamoConnectionStore,
+  DynamoOutbox,
   DynamoPingerLayoutStore,
+  DynamoPresenceStore,
   DynamoRateLimiter,
   DynamoRevocationStore,
   DynamoSchemaRegistry,
@@ -55,8 +57,11 @@ import {
   composeDelivery,
   composeRealtime,
   configFromEnv,
+  createEventSender,
   type Delivery,
   type DeliveryCounts,
+  type EventSender,
+  EventTopics,
   type EventType,
   type FrameLimitCounts,
   type Gateway,
@@ -64,8 +69,12 @@ import {
   LambdacableError,
   LegacyBroker,
   PingerRuns,
+  PresenceEvent,
+  type PresenceSettings,
+  presenceEventOf,
   type Realtime,
   RemoteCommandEvent,
+  type SchemaRegistry,
   type SessionCache,
 } from '../lib/core';
 
@@ -346,7 +355,10 @@ export function delivery(): Delivery<Broker> {
       shardTarget: config.streamShardTarget,
       retryBudgetMs: config.fanoutRetryBudgetMs,
     };
-    return composeDelivery({ ...adapters(), logger, ...postRetries(config), tasks }, brokerOver);
+    return composeDelivery(
+      { ...adapters(), logger, ...postRetries(config), tasks, presence: presence() },
+      brokerOver,
+    );
   });
 }
 
@@ -370,7 +382,14 @@ function rateLimiter(): DynamoRateLimiter | undefined {
 export function realtime(): Realtime<Broker> {
   return part('realtime', ({ config, logger }) =>
     composeRealtime(
-      { ...adapters(), config, logger, ...postRetries(config), rateLimiter: rateLimiter() },
+      {
+        ...adapters(),
+        config,
+        logger,
+        ...postRetries(config),
+        rateLimiter: rateLimiter(),
+        presence: presence(),
+      },
       brokerOver,
     ),
   );
@@ -387,9 +406,14 @@ export function gateway(): Gateway {
  * id up (a `GetItem`) and an unregistered schema is an error, never a registration.
  */
 export function codec(): AvroCodec {
-  return part('codec', ({ dynamodb, tables }) => {
+  return part('codec', () => new AvroCodec(registeredSchemas()));
+}
+
+/** The schema registry table, read only: `register` looks the id of a schema up. */
+function registeredSchemas(): SchemaRegistry {
+  return part('registeredSchemas', ({ dynamodb, tables }) => {
     const registry = new DynamoSchemaRegistry({ client: dynamodb, tableName: tables.schemas });
-    return new AvroCodec({
+    return {
       register: async (subject, schema) => {
         const id = await registry.idOf(schema);
         if (id === undefined) {
@@ -400,7 +424,48 @@ export function codec(): AvroCodec {
         return id;
       },
       getById: (id) => registry.getById(id),
-    });
+    };
+  });
+}
+
+/**
+ * Presence in the connections table. Its joins and leaves are `PresenceEvent`s written to the
+ * outbox in the transaction of the change (an `EventSender` over the outbox), so the broadcast
+ * consumer fans them out in the order they happened and services may consume them.
+ */
+function presence(): PresenceSettings {
+  return part('presence', ({ dynamodb, tables, config, logger }) => {
+    let sender: Promise<EventSender<TransactWriteItem[]>> | undefined;
+    const events = () => {
+      if (!sender) {
+        sender = createEventSender<TransactWriteItem[]>({
+          topics: new EventTopics().register(PresenceEvent),
+          registry: registeredSchemas(),
+          outbox: new DynamoOutbox({ tableName: tables.outbox }),
+        }).initialize();
+        // A failed lookup (the schema not registered yet) is tried again on the next change.
+        sender.catch(() => {
+          sender = undefined;
+        });
+      }
+      return sender;
+    };
+    return {
+      store: new DynamoPresenceStore({
+        client: dynamodb,
+        tableName: tables.connections,
+        buckets: cachedBuckets(pingerLayouts(), { logger }),
+        changes: async (changes) => {
+          const tx: TransactWriteItem[] = [];
+          const out = await events();
+          for (const change of changes) {
+            await out.sendInTx(tx, { type: PresenceEvent, value: presenceEventOf(change) });
+          }
+          return tx;
+        },
+      }),
+      ttlMs: config.presenceTtl * 1000,
+    };
   });
 }
 

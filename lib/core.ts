@@ -210,17 +210,33 @@ export {
 export {
   checkPresence,
   DEFAULT_PRESENCE_TTL_SECONDS,
+  joinChange,
   MAX_PRESENCE_ID_BYTES,
   MAX_PRESENCE_INFO_BYTES,
+  type PresenceChange,
   type PresenceCheck,
   type PresenceJoin,
   type PresenceLeave,
+  type PresenceLeft,
   type PresenceMember,
   type PresenceMembers,
+  type PresenceReadOptions,
   type PresenceRefusal,
   type PresenceRefusalReason,
   type PresenceStore,
+  presenceOf,
 } from './realtime/presence.js';
+export {
+  DEFAULT_PRESENCE_INFO_LIMIT,
+  type PresenceSettings,
+} from './realtime/presence-commands.js';
+export {
+  PRESENCE_TOPIC,
+  PresenceEvent,
+  type PresenceEventValue,
+  presenceEventOf,
+  presenceMessage,
+} from './realtime/presence-events.js';
 export {
   EXT_PROTOCOL,
   PLAIN_PROTOCOL,

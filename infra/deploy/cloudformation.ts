@@ -129,6 +129,8 @@ const DELETE = 'dynamodb:DeleteItem';
 const QUERY = 'dynamodb:Query';
 const BATCH_WRITE = 'dynamodb:BatchWriteItem';
 const BATCH_GET = 'dynamodb:BatchGetItem';
+/** A `TransactWriteItems` item that only checks a condition (a presence record still held). */
+const CONDITION_CHECK = 'dynamodb:ConditionCheckItem';
 
 /** The SQS event source mapping's actions, and the consumer's own visibility changes. */
 const CONSUME = [
@@ -139,12 +141,26 @@ const CONSUME = [
 ];
 /** Parking a message that can never be handled in the group's DLQ (`consumeSqsBatch`). */
 const PARK = ['sqs:SendMessage'];
-/** `Gateway.disconnect`: the connection, its session finished, its subscriptions removed. */
+/**
+ * `Gateway.disconnect`: the connection, its session finished, its subscriptions removed; its
+ * presence dropped (its records read, each member marked in a transaction with the record's
+ * delete and a departure's put; B of the departures' buckets from the pinger layout).
+ */
 const DISCONNECT: readonly Permission[] = [
-  { table: 'connections', actions: [GET, QUERY, BATCH_WRITE] },
+  { table: 'connections', actions: [GET, QUERY, BATCH_WRITE, PUT, UPDATE, DELETE] },
   // The session keeps what the connection held at its end (read, conditional put), then
   // its TTL starts (update).
   { table: 'sessions', actions: [GET, PUT, UPDATE] },
+];
+
+/**
+ * A presence change (join, leave, expiry): a transaction on the member, the connection's
+ * record or departure, and the outbox row of its `PresenceEvent` (its schema id looked up).
+ */
+const PRESENCE_CHANGES: readonly Permission[] = [
+  { table: 'connections', actions: [GET, PUT, UPDATE, DELETE, CONDITION_CHECK, QUERY] },
+  { table: 'outbox', actions: [PUT] },
+  { table: 'schemas', actions: [GET] },
 ];
 
 /** Connect tokens' keys, current and previous. */
@@ -175,8 +191,9 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     {
       table: 'connections',
       // Fan-out; remote commands (disconnect an identity, unsubscribe a stream, which marks
-      // the connection changed); removing a connection that answered 410.
-      actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE],
+      // the connection changed); removing a connection that answered 410 (and dropping its
+      // presence: a departure put).
+      actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE, PUT],
       queries: [STREAM_INDEX, IDENTITY_INDEX],
     },
     // A connection that answered 410 is disconnected: its session closed (read, conditional
@@ -193,7 +210,7 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   deliver: [
     {
       table: 'connections',
-      actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE],
+      actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE, PUT],
       queries: [STREAM_INDEX],
     },
     { table: 'sessions', actions: [GET, PUT, UPDATE] },
@@ -213,8 +230,10 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   wsDisconnect: DISCONNECT,
   // Subscribe and unsubscribe (which marks the connection changed for the pinger), history,
   // whispers to a stream's subscribers (one that answers 410 is disconnected), session commits;
-  // the connection's rate bucket (GetItem, UpdateItem on its `sk` `r` item).
+  // the connection's rate bucket (GetItem, UpdateItem on its `sk` `r` item); presence
+  // `join`, `leave` (an unsubscribe's too) and `presence` (a Query of the stream's members).
   wsDefault: [
+    ...PRESENCE_CHANGES,
     {
       table: 'connections',
       actions: [GET, PUT, UPDATE, DELETE, QUERY, BATCH_WRITE],
@@ -240,8 +259,10 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // streams had a broadcast (the streams' meta items); one that answers 410 is disconnected.
   // The coordinator reads the layout and the last runs' reports (a Query), may raise the
   // layout, and invokes itself for the other partitions; each run puts its report.
+  // Each tick expires the dropped presence sessions of its buckets (a Query of BUCKET_INDEX).
   pinger: [
     ...DISCONNECT,
+    ...PRESENCE_CHANGES,
     { table: 'connections', actions: [PUT], queries: [BUCKET_INDEX] },
     { table: 'sessions', actions: [GET, PUT] },
     { table: 'history', actions: [BATCH_GET] },

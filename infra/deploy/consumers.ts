@@ -7,6 +7,7 @@
 
 import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
 import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts';
+import { PRESENCE_TOPIC } from '../../lib/realtime/presence-events';
 import type { Permission } from './cloudformation';
 
 /** A consumer group: one SQS FIFO queue (and its DLQ) subscribed to topics, and its function. */
@@ -68,10 +69,13 @@ export interface ConsumerGroupDefinition {
   readonly permissions?: readonly Permission[];
 }
 
-/** The broadcast consumer: history and fan-out (`functions/broadcast.ts`). */
+/**
+ * The broadcast consumer: history and fan-out (`functions/broadcast.ts`), and the `presence`
+ * frames of presence changes (one stream's broadcasts and changes share its message group).
+ */
 const broadcast: ConsumerGroupDefinition = {
   name: 'broadcast',
-  topics: [BROADCAST_TOPIC],
+  topics: [BROADCAST_TOPIC, PRESENCE_TOPIC],
   handler: 'functions/broadcast.handler',
   // A large audience's frame is delivered by `deliver` tasks, which this waits for (the
   // stream's next frame must not overtake it): ~N / 10,000 s at the default @connections

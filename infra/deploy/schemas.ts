@@ -6,12 +6,19 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoSchemaRegistry } from '../../lib/aws';
-import { AvroCodec, BroadcastEvent, type EventType, RemoteCommandEvent } from '../../lib/core';
+import {
+  AvroCodec,
+  BroadcastEvent,
+  type EventType,
+  PresenceEvent,
+  RemoteCommandEvent,
+} from '../../lib/core';
 
-/** The event types `POST /_broadcast` encodes. */
+/** The event types the functions encode: `POST /_broadcast`'s, and the presence store's. */
 export const REGISTERED_EVENT_TYPES: readonly EventType<unknown>[] = [
   BroadcastEvent,
   RemoteCommandEvent,
+  PresenceEvent,
 ] as EventType<unknown>[];
 
 /**

@@ -14,6 +14,8 @@ export interface StreamMessage {
   readonly meta?: {
     /** Broadcast without being stored or numbered (whispers). */
     readonly transient?: boolean;
+    /** A presence change (with `transient`): subscribers get `data` in a `presence` frame. */
+    readonly presence?: boolean;
     /**
      * Broadcast again: the source delivered the last appended message a second time (its
      * consumer failed after the first fan-out began), so some subscribers may get it twice.

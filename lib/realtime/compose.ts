@@ -19,7 +19,7 @@ export interface ComposeRealtimeOptions extends ComposeDeliveryOptions {
 /** A pinger's own settings; the rest comes from {@link composeRealtime}'s parts. */
 export type PingerSettings = Omit<
   PingerOptions,
-  'store' | 'api' | 'welcomer' | 'sessions' | 'history'
+  'store' | 'api' | 'welcomer' | 'sessions' | 'history' | 'presence'
 >;
 
 /** The WebSocket side, composed. */
@@ -61,6 +61,7 @@ export function composeRealtime<B extends Broker>(
     clock,
     newSid: options.newSid,
     rateLimiter: options.rateLimiter,
+    presence: options.presence,
   });
   const pinger = (settings: PingerSettings) =>
     new Pinger({
@@ -74,6 +75,7 @@ export function composeRealtime<B extends Broker>(
       welcomer: gateway,
       sessions,
       history,
+      presence: options.presence,
     });
   return { fanout, broker: built, revocations, gateway, pinger };
 }

@@ -6,6 +6,7 @@ import {
 import { ConfigError } from '../kernel/errors.js';
 import { DEFAULT_ACK_TTL_SECONDS } from '../messaging/ack-store.js';
 import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './fanout.js';
+import { DEFAULT_PRESENCE_TTL_SECONDS } from './presence.js';
 
 /** Settings of the WebSocket gateway, read once at start ({@link configFromEnv}). */
 export interface GatewayConfig {
@@ -116,8 +117,8 @@ export interface GatewayConfig {
   readonly maxFrameBytes: number;
   /**
    * Tokens per second of each connection's bucket (`LAMBDACABLE_RATE_LIMIT`): every
-   * `subscribe`, `history`, `whisper` and `message` takes one; `0` turns the limit off (no
-   * read or write of the bucket per frame).
+   * `subscribe`, `history`, `whisper`, `message`, `join` and `presence` takes one; `0` turns
+   * the limit off (no read or write of the bucket per frame).
    * @default 10
    */
   readonly rateLimit: number;
@@ -128,6 +129,8 @@ export interface GatewayConfig {
    * @default 50
    */
   readonly rateBurst: number;
+  /** Seconds a connection that drops without leaving stays present (`LAMBDACABLE_PRESENCE_TTL`). @default 15 */
+  readonly presenceTtl: number;
   /**
    * Later passes of a fan-out over the posts that failed, each for just the connections still
    * missing the frame (`LAMBDACABLE_POST_RETRY_PASSES`); 0 gives up after the first.
@@ -223,6 +226,7 @@ export function defaultGatewayConfig(): GatewayConfig {
     maxFrameBytes: 32768,
     rateLimit: 10,
     rateBurst: 50,
+    presenceTtl: DEFAULT_PRESENCE_TTL_SECONDS,
     postRetryPasses: DEFAULT_RETRY_PASSES,
     postRetryBackoffMs: DEFAULT_RETRY_BACKOFF_MS,
     fanoutTaskSize: 500,
@@ -286,6 +290,7 @@ export function configFromEnv(env: Env): GatewayConfig {
       Number.isFinite,
     ),
     rateBurst: positive(env, 'LAMBDACABLE_RATE_BURST', d.rateBurst, true),
+    presenceTtl: positive(env, 'LAMBDACABLE_PRESENCE_TTL', d.presenceTtl, true),
     postRetryPasses: count(env, 'LAMBDACABLE_POST_RETRY_PASSES', d.postRetryPasses),
     postRetryBackoffMs: count(env, 'LAMBDACABLE_POST_RETRY_BACKOFF_MS', d.postRetryBackoffMs),
     fanoutTaskSize: positive(env, 'LAMBDACABLE_FANOUT_TASK_SIZE', d.fanoutTaskSize, true),

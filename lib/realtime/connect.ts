@@ -4,7 +4,7 @@ import { fingerprint, MAX_SID_BYTES, utf8Bytes } from '../kernel/limits.js';
 import type { Logger } from '../kernel/logger.js';
 import type { GatewayConfig } from './config.js';
 import type { ConnectionRecord, ConnectionStore } from './connections.js';
-import { disconnectConnection, type SessionFinisher } from './gone.js';
+import { disconnectConnection, type PresenceDropper, type SessionFinisher } from './gone.js';
 import { type IdentityConfig, identify } from './identity.js';
 import { readPingInterval } from './ping-interval.js';
 import { EXT_PROTOCOL, negotiateProtocol } from './protocol.js';
@@ -237,7 +237,12 @@ async function restore(
  * subscriptions ({@link disconnectConnection}, also what a gone connection gets).
  */
 export async function disconnect(
-  deps: { readonly store: ConnectionStore; readonly sessions: SessionFinisher; logger: Logger },
+  deps: {
+    readonly store: ConnectionStore;
+    readonly sessions: SessionFinisher;
+    readonly presence?: PresenceDropper | undefined;
+    logger: Logger;
+  },
   connectionId: string,
 ): Promise<void> {
   await disconnectConnection(deps, connectionId);

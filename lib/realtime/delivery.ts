@@ -5,6 +5,7 @@ import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionStore } from './connections.js';
 import { Fanout, type FanoutOptions } from './fanout.js';
 import type { FanoutTasksOptions } from './fanout-tree.js';
+import type { PresenceSettings } from './presence-commands.js';
 import { MemoryRevocationStore, type RevocationStore } from './revocations.js';
 
 /** Options of {@link composeDelivery}. */
@@ -47,6 +48,11 @@ export interface ComposeDeliveryOptions {
    * invocations of their own. @default none: one fan-out posts to a whole audience
    */
   readonly tasks?: FanoutTasksOptions;
+  /**
+   * Presence: the fan-out drops the presence of gone connections; with `composeRealtime`, the
+   * gateway runs the presence commands and the pinger expires dropped sessions. @default off
+   */
+  readonly presence?: PresenceSettings;
 }
 
 /** The delivery path: the fan-out, and the broker that feeds it. */
@@ -85,6 +91,7 @@ export function composeDelivery<B extends Broker>(
     retryBudgetMs: options.retryBudgetMs,
     stuckMs: options.stuckMs,
     tasks: options.tasks,
+    presence: options.presence,
   });
   return { fanout, broker: broker(fanout, sessions), revocations };
 }

@@ -12,7 +12,12 @@ import {
   type FanoutTasksOptions,
   FanoutTree,
 } from './fanout-tree.js';
-import { disconnectGone, type GonePolicy, type SessionFinisher } from './gone.js';
+import {
+  disconnectGone,
+  type GonePolicy,
+  type PresenceDropper,
+  type SessionFinisher,
+} from './gone.js';
 import { broadcastFrame } from './protocol.js';
 import { type RemoteCommandDeps, removeSubscribers, runRemoteCommand } from './remote.js';
 import { MemoryRevocationStore, type RevocationStore } from './revocations.js';
@@ -79,6 +84,8 @@ export interface FanoutOptions {
   readonly retryBackoffMs?: number;
   /** Fan-out tasks: an audience over `taskSize` is delivered by invocations of its own. */
   readonly tasks?: FanoutTasksOptions;
+  /** Drops the presence of a gone connection ({@link disconnectGone}). @default no presence */
+  readonly presence?: PresenceDropper;
 }
 
 /** A post to make: one frame to one connection. */
@@ -128,6 +135,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
       sessions: options.sessions,
       clock: options.clock ?? systemClock,
       goneGraceMs: options.goneGraceMs ?? 10_000,
+      presence: options.presence,
     };
     this.retryPasses = options.retryPasses ?? DEFAULT_RETRY_PASSES;
     this.retryBackoffMs = options.retryBackoffMs ?? DEFAULT_RETRY_BACKOFF_MS;

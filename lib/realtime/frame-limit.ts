@@ -3,6 +3,7 @@ import { errorMessage, ProtocolError } from '../kernel/errors.js';
 import { clipForLog } from '../kernel/limits.js';
 import type { Logger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
+import { presenceErrorFrame } from './presence-commands.js';
 import { type ChannelCommand, disconnectFrame, replyFrame } from './protocol.js';
 import { RATE_LIMITED_COMMANDS, type RateLimitedCommand, type RateLimiter } from './rate-limit.js';
 
@@ -27,10 +28,10 @@ export interface FrameLimitDeps {
 }
 
 /**
- * The per-connection rate limit of client frames: each `subscribe`, `history`, `whisper` and
- * `message` takes a token from the connection's bucket. Over the limit, a `subscribe` is
- * answered `reject_subscription`, a `history` `reject_history`, a `whisper` or `message` is
- * dropped; the refusal that makes the refusals in a row exceed the burst disconnects the
+ * The per-connection rate limit of client frames: each `subscribe`, `history`, `whisper`,
+ * `message`, `join` and `presence` takes a token from the connection's bucket. Over the limit,
+ * a `subscribe` is answered `reject_subscription`, a `history` `reject_history`, a `join` or
+ * `presence` a presence `error`, a `whisper` or `message` is dropped; the refusal that makes the refusals in a row exceed the burst disconnects the
  * connection (`disconnect too_many_requests`, no reconnect) and closes it.
  */
 export class FrameLimit {
@@ -68,6 +69,8 @@ export class FrameLimit {
       await api.post(connectionId, replyFrame('reject_subscription', identifier), endpoint);
     } else if (command === 'history') {
       await api.post(connectionId, replyFrame('reject_history', identifier), endpoint);
+    } else if (command === 'join' || command === 'presence') {
+      await api.post(connectionId, presenceErrorFrame(identifier, TOO_MANY_REQUESTS), endpoint);
     }
     if (verdict.flooding) {
       this.floods++;
@@ -90,7 +93,7 @@ export class FrameLimit {
       );
     }
     throw new ProtocolError(
-      `rate limit: ${command} ${command === 'subscribe' || command === 'history' ? 'rejected' : 'dropped'} (${verdict.strikes} refused in a row)`,
+      `rate limit: ${command} ${['subscribe', 'history', 'join', 'presence'].includes(command) ? 'rejected' : 'dropped'} (${verdict.strikes} refused in a row)`,
       { connectionId, command, identifier },
     );
   }

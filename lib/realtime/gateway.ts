@@ -18,6 +18,14 @@ import type { StreamDelivery } from './fanout.js';
 import { FrameLimit, type FrameLimitCounts } from './frame-limit.js';
 import { serveHistory } from './history.js';
 import {
+  joinPresence,
+  leavePresence,
+  type PresenceCommandDeps,
+  type PresenceSettings,
+  presenceErrorFrame,
+  presenceInfo,
+} from './presence-commands.js';
+import {
   checkCommand,
   loggedIdentifier,
   PUBSUB_CHANNEL,
@@ -50,8 +58,14 @@ export interface GatewayOptions {
   readonly fanout: StreamDelivery;
   readonly api: ConnectionApi;
   readonly config: GatewayConfig;
-  /** Per-connection token buckets of `subscribe`, `history`, `whisper` and `message`. @default no limit */
+  /** Per-connection token buckets of `subscribe`, `history`, `whisper`, `message`, `join` and `presence`. @default no limit */
   readonly rateLimiter?: RateLimiter;
+  /**
+   * Presence (`join`, `leave`, `presence`): the store, which writes the joins and leaves the
+   * subscribers get, and the TTL of a dropped connection. @default off: presence commands are
+   * answered with a presence `error`
+   */
+  readonly presence?: PresenceSettings;
   /** @default the system clock */
   readonly clock?: Clock;
   /** @default {@link noopLogger} */
@@ -68,7 +82,7 @@ export interface GatewayOptions {
  */
 export class Gateway {
   /** What the jobs use: each module takes the part it needs. */
-  private readonly deps: ConnectDeps & WelcomeDeps & SubscribeDeps;
+  private readonly deps: ConnectDeps & WelcomeDeps & SubscribeDeps & PresenceCommandDeps;
   private readonly sessionCache: SessionCache;
   private readonly fanout: StreamDelivery;
   private readonly limit: FrameLimit;
@@ -87,6 +101,7 @@ export class Gateway {
       clock: options.clock ?? systemClock,
       logger,
       newSid: options.newSid ?? randomUUID,
+      presence: options.presence,
     };
     const { api, clock } = this.deps;
     this.limit = new FrameLimit({ limiter: options.rateLimiter, api, logger, clock });
@@ -119,8 +134,8 @@ export class Gateway {
    * subscriptions (also what a gone connection gets).
    */
   disconnect(connectionId: string): Promise<void> {
-    const { store, logger } = this.deps;
-    return disconnect({ store, sessions: this.sessionCache, logger }, connectionId);
+    const { store, logger, presence } = this.deps;
+    return disconnect({ store, sessions: this.sessionCache, logger, presence }, connectionId);
   }
 
   /** Frames the rate limit refused since the last call (the `rateLimitedFrames` metric), then zero. */
@@ -188,11 +203,19 @@ export class Gateway {
 
     if (command === 'subscribe') {
       await subscribe(this.deps, connection, identifier, msg.history, post, target);
+      if (msg.presence === undefined) return;
+      // AnyCable's clients resubscribe with their presence: the join that goes with it.
+      const joined = await subscriptionThrough(this.deps, connectionId, identifier);
+      if (joined) await joinPresence(this.deps, joined, msg.presence, post);
       return;
     }
     const sub = await subscriptionThrough(this.deps, connectionId, identifier);
     if (!sub) {
       if (command === 'history') await post(replyFrame('reject_history', identifier));
+      // Never unanswered: the client's `info()` waits for a reply.
+      if (command === 'presence' || command === 'join') {
+        await post(presenceErrorFrame(identifier, 'not_subscribed'));
+      }
       throw new ProtocolError('unknown identifier: subscribe first', {
         connectionId,
         command,
@@ -202,6 +225,16 @@ export class Gateway {
     switch (command) {
       case 'unsubscribe':
         await unsubscribe(this.deps, connection, identifier, sub);
+        await leavePresence(this.deps, sub, 'unsubscribe');
+        return;
+      case 'join':
+        await joinPresence(this.deps, sub, msg.presence, post);
+        return;
+      case 'leave':
+        await leavePresence(this.deps, sub, 'leave');
+        return;
+      case 'presence':
+        await presenceInfo(this.deps, sub, post);
         return;
       case 'history':
         await serveHistory(history, connectionId, identifier, [sub], msg.history, post);

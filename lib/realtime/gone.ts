@@ -1,29 +1,42 @@
 import type { Clock } from '../kernel/clock.js';
 import type { ConnectionRecord, ConnectionStore } from './connections.js';
+import type { PresenceStore } from './presence.js';
 import { closeSession, type SessionCloser } from './session.js';
 
 /** Where sessions end: the session cache. */
 export type SessionFinisher = SessionCloser;
 
+/** Presence of connections that end: each stays present `ttlMs` more, then leaves. */
+export interface PresenceDropper {
+  readonly store: Pick<PresenceStore, 'drop'>;
+  readonly ttlMs: number;
+}
+
 /** What {@link disconnectGone} needs. */
 export interface GonePolicy {
   readonly store: ConnectionStore;
   readonly sessions: SessionFinisher;
+  /** @default no presence */
+  readonly presence?: PresenceDropper;
   readonly clock: Clock;
   /** A connection younger than this (ms) is left alone. */
   readonly goneGraceMs: number;
 }
 
 /**
- * `$disconnect`: removes the connection and its subscriptions, then stores them in its
- * session and finishes it (its TTL starts: {@link closeSession}). `known` saves the read of
- * the connection.
+ * `$disconnect`: drops the connection's presence (each of its sessions stays present for the
+ * presence TTL, then leaves), removes the connection and its subscriptions, then stores them
+ * in its session and finishes it (its TTL starts: {@link closeSession}). `known` saves the
+ * read of the connection. A failed drop throws before the connection is removed, so that the
+ * next attempt (the pinger's, at the latest) finds it again.
  */
 export async function disconnectConnection(
-  policy: Pick<GonePolicy, 'store' | 'sessions'>,
+  policy: Pick<GonePolicy, 'store' | 'sessions' | 'presence'>,
   connectionId: string,
   known?: ConnectionRecord,
 ): Promise<void> {
+  const { presence } = policy;
+  if (presence) await presence.store.drop(connectionId, Date.now(), presence.ttlMs);
   const connection = known ?? (await policy.store.getConnection(connectionId));
   // Before the read: a revocation at or after it applies to what is read (see `restore`).
   const readAt = Date.now();

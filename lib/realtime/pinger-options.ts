@@ -5,6 +5,7 @@ import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore } from './connections.js';
 import type { SessionFinisher } from './gone.js';
 import type { PartitionScope } from './partitions.js';
+import type { PresenceSettings } from './presence-commands.js';
 
 /** What a pinger run did. */
 export interface PingReport {
@@ -92,4 +93,9 @@ export interface PingerOptions {
   readonly welcomeTimeoutMs?: number;
   /** @default 10000 (see `disconnectGone`) */
   readonly goneGraceMs?: number;
+  /**
+   * Presence: a gone connection's is dropped, and each tick expires the dropped sessions of
+   * this run's buckets whose TTL is over (the store writes their leaves). @default off
+   */
+  readonly presence?: PresenceSettings;
 }

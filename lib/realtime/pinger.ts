@@ -6,6 +6,7 @@ import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionChange, ConnectionRecord, ConnectionStore } from './connections.js';
 import { disconnectGone, type GonePolicy } from './gone.js';
 import type { PingerOptions, PingReport, Welcomer } from './pinger-options.js';
+import type { PresenceStore } from './presence.js';
 import { pingFrame } from './protocol.js';
 
 export type { PingerOptions, PingReport, Welcomer } from './pinger-options.js';
@@ -56,6 +57,7 @@ export class Pinger {
   private readonly activityMaxAgeMs: number;
   private readonly welcomeTimeoutMs: number;
   private readonly gone: GonePolicy;
+  private readonly presence: PresenceStore | undefined;
   private readonly tracked = new Map<string, Tracked>();
   private readonly streams = new Map<string, Set<string>>();
   private readonly activity = new Map<string, { lastAt: number | undefined; readAt: number }>();
@@ -87,7 +89,9 @@ export class Pinger {
       sessions: options.sessions,
       clock: this.clock,
       goneGraceMs: options.goneGraceMs ?? 10_000,
+      presence: options.presence,
     };
+    this.presence = options.presence?.store;
     if (!(this.defaultIntervalMs > 0)) {
       throw new ConfigError('defaultInterval must be positive', { variable: 'defaultInterval' });
     }
@@ -126,6 +130,22 @@ export class Pinger {
       await this.read(this.readFrom - (late ? this.lateWindowMs : this.overlapMs), false);
     }
     await this.deliverDue(stopAt);
+    await this.expirePresence();
+  }
+
+  /**
+   * Removes the presence sessions of this partition's dropped connections whose TTL is over
+   * (at most 100 a tick, the rest on the next): the store writes their leaves. A failure is
+   * logged; the departures stay due for the next tick.
+   */
+  private async expirePresence(): Promise<void> {
+    if (!this.presence) return;
+    try {
+      const leaves = await this.presence.expire(this.clock.now(), this.scope?.buckets);
+      if (leaves.length > 0) this.logger.info('presence expired', { leaves: leaves.length });
+    } catch (error) {
+      this.logger.error('presence expiry failed', { error: errorMessage(error) });
+    }
   }
 
   /** What this run did so far. */

@@ -34,6 +34,31 @@ export interface PresenceLeave {
   readonly id: string;
 }
 
+/**
+ * A change of a stream's presence: what subscribers get as a `presence` frame and services
+ * consume as a `PresenceEvent`. A store hands its changes to its writer together with the
+ * change itself (the DynamoDB store: in the same transaction, into the outbox), so they are
+ * never lost to a crash between the two and keep the order of the changes.
+ */
+export interface PresenceChange {
+  readonly stream: string;
+  readonly type: 'join' | 'leave';
+  readonly id: string;
+  /** The member's `info` as JSON: a join's, absent when it gave none (and for a leave). */
+  readonly info?: string;
+}
+
+/** The change of a join that made `id` present (`infoJson`: its info as JSON, if any). */
+export function joinChange(
+  stream: string,
+  id: string,
+  infoJson: string | undefined,
+): PresenceChange {
+  return infoJson === undefined
+    ? { stream, type: 'join', id }
+    : { stream, type: 'join', id, info: infoJson };
+}
+
 /** What a join did: whether it made the id present, and the id a move left, if any. */
 export interface PresenceJoin {
   /** The id was not present on the stream before: emit `join`. */
@@ -42,6 +67,14 @@ export interface PresenceJoin {
    * The connection was present on the stream with another id, and this join moved it: the
    * other id, when the connection was its last session (emit `leave` for it first).
    */
+  readonly left?: string;
+}
+
+/** What a leave did: the id the connection left, and whether that was its last session. */
+export interface PresenceLeft {
+  /** The id the connection was present with; absent when it was not present. */
+  readonly id?: string;
+  /** That id, when this removed its last session: emit `leave`. */
   readonly left?: string;
 }
 
@@ -74,10 +107,10 @@ export interface PresenceStore {
   ): Promise<PresenceJoin>;
   /**
    * Removes the connection's live session on `stream` now (leave, unsubscribe). Resolves the
-   * id no longer present when this removed its last session; nothing for a connection not
-   * present.
+   * id the connection was present with (`id`, none for a connection not present) and, when
+   * this removed that id's last session, the id no longer present (`left`).
    */
-  leave(stream: string, connectionId: string, nowMs: number): Promise<{ left?: string }>;
+  leave(stream: string, connectionId: string, nowMs: number): Promise<PresenceLeft>;
   /**
    * The connection dropped: each of its sessions stays present until `nowMs + ttlMs`, then is
    * due ({@link expire}). Resolves the streams it was present on.
@@ -98,6 +131,28 @@ export interface PresenceStore {
    * `total` exact, `records` capped at `limit` (default 100).
    */
   members(stream: string, nowMs: number, limit?: number): Promise<PresenceMembers>;
+}
+
+/** Options of {@link presenceOf}. */
+export interface PresenceReadOptions {
+  /** The most `records` to return (`total` counts every member). @default 100 */
+  readonly limit?: number;
+  /** The time members are read at, ms. @default now */
+  readonly nowMs?: number;
+}
+
+/**
+ * A stream's presence, for services (an HTTP handler, a consumer): who is on the stream now,
+ * as its subscribers' `info()` shows it. `total` is exact; `records` holds at most `limit`
+ * members, in id order (UTF-8 bytes). With `DynamoPresenceStore` (`lambdacable/aws`) this is
+ * one strongly consistent Query on the stream's members.
+ */
+export function presenceOf(
+  store: Pick<PresenceStore, 'members'>,
+  stream: string,
+  options: PresenceReadOptions = {},
+): Promise<PresenceMembers> {
+  return store.members(stream, options.nowMs ?? Date.now(), options.limit ?? 100);
 }
 
 /** Why a presence join is refused. */

@@ -30,10 +30,20 @@ export interface ClientFrame {
   readonly identifier: string | undefined;
   readonly data?: unknown;
   readonly history?: unknown;
+  /** A `join`'s (or a `subscribe`'s) `{"id","info"}`. */
+  readonly presence?: unknown;
 }
 
 /** The commands of a subscription (every command but `pong`). */
-export type ChannelCommand = 'subscribe' | 'unsubscribe' | 'message' | 'whisper' | 'history';
+export type ChannelCommand =
+  | 'subscribe'
+  | 'unsubscribe'
+  | 'message'
+  | 'whisper'
+  | 'history'
+  | 'join'
+  | 'leave'
+  | 'presence';
 
 /** Why a client frame is refused before its connection is looked at. */
 export type FrameRefusalReason = 'too_large' | 'not_json_object' | 'no_command';
@@ -83,12 +93,16 @@ export function parseClientFrame(raw: string, maxFrameBytes: number): FrameParse
   const command = typeof msg.command === 'string' ? msg.command : undefined;
   if (!command) return refuse('no_command', 'frame has no command');
   const identifier = typeof msg.identifier === 'string' ? msg.identifier : undefined;
-  return { ok: true, frame: { command, identifier, data: msg.data, history: msg.history } };
+  return {
+    ok: true,
+    frame: { command, identifier, data: msg.data, history: msg.history, presence: msg.presence },
+  };
 }
 
 /**
  * The frame's command and identifier on a connection of `protocol`: `history` only with the
- * extended protocol, and every command needs an identifier.
+ * extended protocol (presence with both: AnyCable's clients send it with the extended one),
+ * and every command needs an identifier.
  */
 export function checkCommand(frame: ClientFrame, protocol: string): CommandCheck {
   const known: ChannelCommand[] = [
@@ -97,6 +111,9 @@ export function checkCommand(frame: ClientFrame, protocol: string): CommandCheck
     'message',
     'whisper',
     ...(protocol === EXT_PROTOCOL ? (['history'] as const) : []),
+    'join',
+    'leave',
+    'presence',
   ];
   const command = known.find((c) => c === frame.command);
   if (!command) {
@@ -149,9 +166,15 @@ export function whisperFrame(identifier: string, data: unknown): string {
   return JSON.stringify({ identifier, message: data });
 }
 
+/** A `presence` frame for one subscription: a join, a leave, the `info` reply or an `error`. */
+export function presenceFrame(identifier: string, message: unknown): string {
+  return JSON.stringify({ type: 'presence', identifier, message });
+}
+
 /** The frame of a stream message for one subscription (AnyCable's broadcast reply). */
 export function broadcastFrame(identifier: string, msg: StreamMessage): string {
   const message = decodeData(msg.data);
+  if (msg.meta?.presence) return presenceFrame(identifier, message);
   if (msg.meta?.transient || msg.offset === undefined || msg.epoch === undefined) {
     return JSON.stringify({ identifier, message });
   }

@@ -1,6 +1,7 @@
 /**
  * Per-connection rate limits: a token bucket of `burst` tokens, refilled at `rate` tokens per
- * second, from which every `subscribe`, `history`, `whisper` and `message` frame takes one.
+ * second, from which every `subscribe`, `history`, `whisper`, `message`, `join` and `presence`
+ * frame takes one (a `leave` never: a dropped leave would leave a member behind).
  *
  * The bucket is kept as GCRA's theoretical arrival time (`tat`, µs): the time at which the
  * bucket would be full again. A take is allowed when `max(tat, now) + interval` is at most
@@ -10,8 +11,15 @@
  * instead of a read-modify-write of tokens and a refill time.
  */
 
-/** The commands that take a token; `unsubscribe` and `pong` never do. */
-export const RATE_LIMITED_COMMANDS = ['subscribe', 'history', 'whisper', 'message'] as const;
+/** The commands that take a token; `unsubscribe`, `leave` and `pong` never do. */
+export const RATE_LIMITED_COMMANDS = [
+  'subscribe',
+  'history',
+  'whisper',
+  'message',
+  'join',
+  'presence',
+] as const;
 
 /** A command {@link RATE_LIMITED_COMMANDS} names. */
 export type RateLimitedCommand = (typeof RATE_LIMITED_COMMANDS)[number];

@@ -4,6 +4,7 @@ import {
   LimitExceededError,
   MAX_PRESENCE_ID_BYTES,
   MAX_PRESENCE_INFO_BYTES,
+  type PresenceChange,
   type PresenceLeave,
   type PresenceStore,
   ProtocolError,
@@ -28,20 +29,69 @@ export interface PresenceContractOptions {
   readonly trials?: number;
 }
 
+/** A store under test, and the changes it wrote with its writes (its outbox). */
+export interface PresenceFixture {
+  readonly store: PresenceStore;
+  /** The changes on `stream` that were committed, in the order they were written. */
+  committed(stream: string): Promise<PresenceChange[]>;
+}
+
+/** Joins minus leaves of `id` among `changes`: 1 while present, 0 when not, by the events. */
+const balance = (changes: readonly PresenceChange[], id = 'alice') =>
+  changes.filter((c) => c.id === id).reduce((n, c) => n + (c.type === 'join' ? 1 : -1), 0);
+
+/** Whether `changes` of each id alternate join, leave, join… starting with a join. */
+const alternate = (changes: readonly PresenceChange[]) => {
+  const last = new Map<string, string>();
+  for (const c of changes) {
+    if ((last.get(c.id) ?? 'leave') === c.type) return false;
+    last.set(c.id, c.type);
+  }
+  return true;
+};
+
 /** The PresenceStore contract, run against memory and DynamoDB. */
 export function presenceStoreContract(
   name: string,
-  factory: () => Promise<PresenceStore> | PresenceStore,
+  factory: () => Promise<PresenceFixture> | PresenceFixture,
   options: PresenceContractOptions = {},
 ): void {
   const trials = options.trials ?? 50;
 
   describe(`${name} (PresenceStore contract)`, () => {
     let store: PresenceStore;
+    let committed: PresenceFixture['committed'];
     let stream: string;
     beforeEach(async () => {
-      store = await factory();
+      ({ store, committed } = await factory());
       stream = uid('stream');
+    });
+
+    it('writes each join and leave with its change, in order, and nothing for the rest', async () => {
+      const [a, b] = [uid('c'), uid('c')];
+      await store.join(stream, a, 'alice', { n: 1 }, T0); // join
+      await store.join(stream, b, 'alice', { n: 2 }, T0); // a second session: nothing
+      await store.join(stream, a, 'alice', { n: 3 }, T0); // info only: nothing
+      await store.join(stream, b, 'bob', undefined, T0); // moves b: join bob
+      await store.join(stream, a, 'carol', null, T0); // moves a, alice's last: leave, join
+      await store.leave(stream, b, T0); // leave bob
+      await store.leave(stream, b, T0); // not present: nothing
+      await store.drop(a, T0, TTL); // a drop is no leave yet
+      expect(await committed(stream)).toEqual([
+        { stream, type: 'join', id: 'alice', info: '{"n":1}' },
+        { stream, type: 'join', id: 'bob' },
+        ...(await committed(stream)).slice(2, 4), // one transaction: no order between them
+        { stream, type: 'leave', id: 'bob' },
+      ]);
+      expect(new Set((await committed(stream)).slice(2, 4).map((c) => JSON.stringify(c)))).toEqual(
+        new Set([
+          JSON.stringify({ stream, type: 'leave', id: 'alice' }),
+          JSON.stringify({ stream, type: 'join', id: 'carol', info: 'null' }),
+        ]),
+      );
+      expect(on(stream, await store.expire(T0 + TTL))).toEqual([{ stream, id: 'carol' }]);
+      expect((await committed(stream)).at(-1)).toEqual({ stream, type: 'leave', id: 'carol' });
+      expect(await committed(stream)).toHaveLength(6);
     });
 
     it('makes an id present on its first session only', async () => {
@@ -62,9 +112,9 @@ export function presenceStoreContract(
       const [a, b] = [uid('c'), uid('c')];
       await store.join(stream, a, 'alice', null, T0);
       await store.join(stream, b, 'alice', null, T0);
-      expect(await store.leave(stream, a, T0)).toEqual({});
+      expect(await store.leave(stream, a, T0)).toEqual({ id: 'alice' });
       expect((await store.members(stream, T0)).total).toBe(1);
-      expect(await store.leave(stream, b, T0)).toEqual({ left: 'alice' });
+      expect(await store.leave(stream, b, T0)).toEqual({ id: 'alice', left: 'alice' });
       expect(await store.members(stream, T0)).toEqual({ total: 0, records: [] });
       expect(await store.join(stream, a, 'alice', null, T0)).toEqual({ joined: true });
     });
@@ -76,14 +126,14 @@ export function presenceStoreContract(
       expect((await store.members(stream, T0)).records).toEqual([{ id: 'alice', info: 2 }]);
       expect(await store.join(stream, a, 'alice', undefined, T0)).toEqual({ joined: false });
       expect((await store.members(stream, T0)).records).toEqual([{ id: 'alice', info: undefined }]);
-      expect(await store.leave(stream, a, T0)).toEqual({ left: 'alice' });
+      expect(await store.leave(stream, a, T0)).toEqual({ id: 'alice', left: 'alice' });
     });
 
     it('ignores a leave of a connection that is not present, or leaves twice', async () => {
       const a = uid('c');
       expect(await store.leave(stream, a, T0)).toEqual({});
       await store.join(stream, a, 'alice', null, T0);
-      expect(await store.leave(stream, a, T0)).toEqual({ left: 'alice' });
+      expect(await store.leave(stream, a, T0)).toEqual({ id: 'alice', left: 'alice' });
       expect(await store.leave(stream, a, T0)).toEqual({});
       expect((await store.members(stream, T0)).total).toBe(0);
     });
@@ -100,8 +150,8 @@ export function presenceStoreContract(
         total: 1,
         records: [{ id: 'bob', info: null }],
       });
-      expect(await store.leave(stream, b, T0)).toEqual({});
-      expect(await store.leave(stream, a, T0)).toEqual({ left: 'bob' });
+      expect(await store.leave(stream, b, T0)).toEqual({ id: 'bob' });
+      expect(await store.leave(stream, a, T0)).toEqual({ id: 'bob', left: 'bob' });
     });
 
     it('keeps presence per stream', async () => {
@@ -109,7 +159,7 @@ export function presenceStoreContract(
       const other = uid('stream');
       await store.join(stream, a, 'alice', null, T0);
       expect(await store.join(other, a, 'alice', null, T0)).toEqual({ joined: true });
-      expect(await store.leave(stream, a, T0)).toEqual({ left: 'alice' });
+      expect(await store.leave(stream, a, T0)).toEqual({ id: 'alice', left: 'alice' });
       expect((await store.members(other, T0)).total).toBe(1);
       expect((await store.drop(a, T0, TTL)).sort()).toEqual([other]);
     });
@@ -150,7 +200,7 @@ export function presenceStoreContract(
         total: 1,
         records: [{ id: 'alice', info: { v: 1 } }],
       });
-      expect(await store.leave(stream, restored, T0 + TTL)).toEqual({ left: 'alice' });
+      expect(await store.leave(stream, restored, T0 + TTL)).toEqual({ id: 'alice', left: 'alice' });
     });
 
     it('never undoes a join made after the drop of the same connection', async () => {
@@ -160,7 +210,7 @@ export function presenceStoreContract(
       expect(await store.join(stream, a, 'alice', null, T0 + 1)).toEqual({ joined: false });
       expect(on(stream, await store.expire(T0 + TTL))).toEqual([]);
       expect((await store.members(stream, T0 + TTL)).total).toBe(1);
-      expect(await store.leave(stream, a, T0 + TTL)).toEqual({ left: 'alice' });
+      expect(await store.leave(stream, a, T0 + TTL)).toEqual({ id: 'alice', left: 'alice' });
     });
 
     it('expires only the buckets it is given', async () => {
@@ -238,6 +288,12 @@ export function presenceStoreContract(
           total: present,
         });
         expect({ trial, events }).toEqual({ trial, events: present });
+        const written = await committed(s);
+        expect({ trial, balance: balance(written), alternate: alternate(written) }).toEqual({
+          trial,
+          balance: present,
+          alternate: true,
+        });
         await Promise.all(conns.map((c) => store.leave(s, c, T0)));
       }
     }, 120_000);
@@ -275,6 +331,12 @@ export function presenceStoreContract(
           total: present,
         });
         expect({ trial, events }).toEqual({ trial, events: present });
+        const written = await committed(s);
+        expect({ trial, balance: balance(written), alternate: alternate(written) }).toEqual({
+          trial,
+          balance: present,
+          alternate: true,
+        });
         await store.leave(s, restored, T0 + TTL);
       }
     }, 120_000);

@@ -1,5 +1,8 @@
+import { QueryCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { DynamoPresenceStore } from '../../lib/aws';
+import type { PresenceChange } from '../../lib/core';
 import { presenceStoreContract } from '../contract/presence';
 import { localClients, testResources } from '../helpers/aws';
 
@@ -11,7 +14,34 @@ const resources = () => {
 
 presenceStoreContract('DynamoPresenceStore', async () => {
   const res = await resources();
-  return new DynamoPresenceStore({ client: res.dynamodb, tableName: res.tables.connections });
+  const tableName = res.tables.connections;
+  let seq = 0;
+  // The changes go into the transaction as items of their own (the runtime's are outbox rows):
+  // what a test reads back is exactly what committed, in the order the hook numbered them.
+  const changes = async (list: readonly PresenceChange[]): Promise<TransactWriteItem[]> =>
+    list.map((change) => ({
+      Put: {
+        TableName: tableName,
+        Item: marshall(
+          { pk: `evt#${change.stream}`, sk: String(++seq).padStart(10, '0'), change },
+          { removeUndefinedValues: true },
+        ),
+      },
+    }));
+  return {
+    store: new DynamoPresenceStore({ client: res.dynamodb, tableName, changes }),
+    committed: async (stream) => {
+      const out = await res.dynamodb.send(
+        new QueryCommand({
+          TableName: tableName,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': { S: `evt#${stream}` } },
+          ConsistentRead: true,
+        }),
+      );
+      return (out.Items ?? []).map((item) => unmarshall(item).change as PresenceChange);
+    },
+  };
 });
 
 const T0 = Date.UTC(2100, 0, 1);
@@ -64,7 +94,7 @@ describe('DynamoPresenceStore under a race between read and write', () => {
     });
     // It read alice present, so planned no join; the leave removed her before its write.
     expect(await store.join(stream, 'b', 'alice', null, T0)).toEqual({ joined: true });
-    expect(leave).toEqual({ left: 'alice' });
+    expect(leave).toEqual({ id: 'alice', left: 'alice' });
     expect((await other.members(stream, T0)).total).toBe(1);
   });
 
@@ -77,7 +107,7 @@ describe('DynamoPresenceStore under a race between read and write', () => {
       join = await other.join(stream, 'b', 'alice', null, T0);
     });
     // It read a as the last session, so planned a leave; b joined before its write.
-    expect(await store.leave(stream, 'a', T0)).toEqual({});
+    expect(await store.leave(stream, 'a', T0)).toEqual({ id: 'alice' });
     expect(join).toEqual({ joined: false });
     expect(await other.members(stream, T0)).toEqual({
       total: 1,
@@ -94,6 +124,9 @@ describe('DynamoPresenceStore under a race between read and write', () => {
     const leaves = await store.expire(T0 + 15_000);
     expect(leaves.filter((l) => l.stream === stream)).toEqual([]);
     expect((await other.members(stream, T0 + 15_000)).total).toBe(1);
-    expect(await other.leave(stream, 'restored', T0 + 15_000)).toEqual({ left: 'alice' });
+    expect(await other.leave(stream, 'restored', T0 + 15_000)).toEqual({
+      id: 'alice',
+      left: 'alice',
+    });
   });
 });

@@ -3,12 +3,19 @@ import {
   checkPresence,
   MAX_PRESENCE_ID_BYTES,
   MAX_PRESENCE_INFO_BYTES,
+  type PresenceChange,
   type PresenceRefusalReason,
 } from '../../lib/core';
 import { MemoryPresenceStore } from '../../lib/testing';
 import { presenceStoreContract } from '../contract/presence';
 
-presenceStoreContract('MemoryPresenceStore', () => new MemoryPresenceStore());
+presenceStoreContract('MemoryPresenceStore', () => {
+  const log: PresenceChange[] = [];
+  return {
+    store: new MemoryPresenceStore({ onChange: (changes) => log.push(...changes) }),
+    committed: async (stream) => log.filter((c) => c.stream === stream),
+  };
+});
 
 /** The reason `checkPresence` refuses with, or `ok`. */
 function verdict(id: unknown, info: unknown): PresenceRefusalReason | 'ok' {

@@ -1,8 +1,11 @@
 import { bucketOf, MIN_BUCKETS } from '../../realtime/partitions.js';
 import {
   compareIds,
+  joinChange,
+  type PresenceChange,
   type PresenceJoin,
   type PresenceLeave,
+  type PresenceLeft,
   type PresenceMembers,
   type PresenceStore,
   storedInfo,
@@ -35,10 +38,24 @@ export class MemoryPresenceStore implements PresenceStore {
   /** `<connection>\n<stream>` → its departure. */
   private readonly departures = new Map<string, Departure>();
   private readonly buckets: () => Promise<number> | number;
+  private readonly onChange: (changes: readonly PresenceChange[]) => void;
 
-  /** `buckets` is B for departures (as the DynamoDB store's option; it must never shrink), 8 by default. */
-  constructor(options: { buckets?: () => Promise<number> | number } = {}) {
+  /**
+   * `buckets` is B for departures (as the DynamoDB store's option; it must never shrink), 8 by
+   * default. `onChange` gets each call's changes (joins and leaves) as the call makes them,
+   * before it resolves, in the order of the changes (the DynamoDB store's outbox).
+   */
+  constructor(
+    options: {
+      buckets?: () => Promise<number> | number;
+      onChange?: (changes: readonly PresenceChange[]) => void;
+    } = {},
+  ) {
     this.buckets = options.buckets ?? (() => MIN_BUCKETS);
+    const onChange = options.onChange;
+    this.onChange = (changes) => {
+      if (onChange && changes.length > 0) onChange(changes);
+    };
   }
 
   async join(
@@ -64,16 +81,22 @@ export class MemoryPresenceStore implements PresenceStore {
     const records = this.records.get(connectionId) ?? new Map<string, string>();
     this.records.set(connectionId, records);
     records.set(stream, id);
+    this.onChange([
+      ...(left === undefined ? [] : [{ stream, type: 'leave' as const, id: left }]),
+      ...(joined ? [joinChange(stream, id, infoJson)] : []),
+    ]);
     return left === undefined ? { joined } : { joined, left };
   }
 
-  async leave(stream: string, connectionId: string, _nowMs: number): Promise<{ left?: string }> {
+  async leave(stream: string, connectionId: string, _nowMs: number): Promise<PresenceLeft> {
     const records = this.records.get(connectionId);
     const id = records?.get(stream);
     if (id === undefined) return {};
     records?.delete(stream);
     if (records?.size === 0) this.records.delete(connectionId);
-    return this.remove(stream, id, connectionId) ? { left: id } : {};
+    if (!this.remove(stream, id, connectionId)) return { id };
+    this.onChange([{ stream, type: 'leave', id }]);
+    return { id, left: id };
   }
 
   async drop(connectionId: string, nowMs: number, ttlMs: number): Promise<string[]> {
@@ -105,6 +128,7 @@ export class MemoryPresenceStore implements PresenceStore {
         leaves.push({ stream: d.stream, id: d.id });
       }
     }
+    this.onChange(leaves.map(({ stream, id }) => ({ stream, type: 'leave' as const, id })));
     return leaves;
   }
 

@@ -19,8 +19,11 @@ import {
 } from '../../../kernel/limits.js';
 import { bucketOf, MIN_BUCKETS } from '../../../realtime/partitions.js';
 import {
+  joinChange,
+  type PresenceChange,
   type PresenceJoin,
   type PresenceLeave,
+  type PresenceLeft,
   type PresenceMember,
   type PresenceMembers,
   type PresenceStore,
@@ -49,6 +52,14 @@ import { queryPages } from './query.js';
 
 /** Tries of a change whose transaction is cancelled (a concurrent change of the same items). */
 const MAX_ATTEMPTS = 12;
+/** Why a transaction may be cancelled and tried again (`None`: another item's reason). */
+const RETRIED = [
+  undefined,
+  'None',
+  'ConditionalCheckFailed',
+  'TransactionConflict',
+  'ThrottlingError',
+];
 /** Departures expired at once, and streams dropped at once. */
 const CONCURRENCY = 8;
 
@@ -63,6 +74,12 @@ export interface DynamoPresenceStoreOptions {
    * of its own connections. @default 8
    */
   readonly buckets?: () => Promise<number>;
+  /**
+   * The items that write a call's joins and leaves, in the transaction of the change itself:
+   * the outbox `Put`s of their `PresenceEvent`s. A change and its event commit together, and
+   * changes of one member one after the other. @default none: changes are written nowhere
+   */
+  readonly changes?: (changes: readonly PresenceChange[]) => Promise<TransactWriteItem[]>;
 }
 
 /**
@@ -131,15 +148,19 @@ export class DynamoPresenceStore implements PresenceStore {
           ? addSession(t, stream, id, connectionId, infoJson, nowMs)
           : createMember(t, stream, id, connectionId, infoJson, nowMs),
       );
-      if (await this.transact(items, [connectionId])) {
+      const changes: PresenceChange[] = [];
+      if (left !== undefined) changes.push({ stream, type: 'leave', id: left });
+      if (!member) changes.push(joinChange(stream, id, infoJson));
+      if (await this.transact(items, [connectionId], changes)) {
         return left === undefined ? { joined: !member } : { joined: !member, left };
       }
     }
     throw this.busy('join', stream, connectionId);
   }
 
-  async leave(stream: string, connectionId: string, nowMs: number): Promise<{ left?: string }> {
-    if (!this.storable(stream, connectionId)) return {};
+  async leave(stream: string, connectionId: string, nowMs: number): Promise<PresenceLeft> {
+    if (utf8Bytes(stream) > MAX_STREAM_BYTES || utf8Bytes(connectionId) > MAX_CONNECTION_ID_BYTES)
+      return {};
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const id = (await this.get(recordKey(connectionId, stream)))?.id as string | undefined;
       if (id === undefined) return {};
@@ -147,7 +168,10 @@ export class DynamoPresenceStore implements PresenceStore {
       const removal = member && removeSession(this.table, stream, id, connectionId, member, nowMs);
       const items = [deleteRecord(this.table, connectionId, stream, id)];
       if (removal) items.push(removal.item);
-      if (await this.transact(items, [connectionId])) return removal?.last ? { left: id } : {};
+      const changes = removal?.last ? [{ stream, type: 'leave' as const, id }] : [];
+      if (await this.transact(items, [connectionId], changes)) {
+        return removal?.last ? { id, left: id } : { id };
+      }
     }
     throw this.busy('leave', stream, connectionId);
   }
@@ -262,7 +286,8 @@ export class DynamoPresenceStore implements PresenceStore {
           ? removeSession(this.table, stream, id, connectionId, member, nowMs)
           : undefined;
       if (removal) items.push(removal.item);
-      if (await this.transact(items, [connectionId])) {
+      const changes = removal?.last ? [{ stream, type: 'leave' as const, id }] : [];
+      if (await this.transact(items, [connectionId], changes)) {
         return removal?.last ? { stream, id } : undefined;
       }
       const current = await this.get(departureKey(connectionId, stream));
@@ -324,10 +349,18 @@ export class DynamoPresenceStore implements PresenceStore {
   }
 
   /**
-   * Applies `items` at once; false when cancelled because a condition no longer holds or
-   * another transaction had the items (the caller reads again and retries, after a pause).
+   * Applies `items` and the items of `changes` at once; false when cancelled because a
+   * condition no longer holds or another transaction had the items (the caller reads again and
+   * retries, after a pause).
    */
-  private async transact(items: TransactWriteItem[], ids: readonly string[]): Promise<boolean> {
+  private async transact(
+    items: TransactWriteItem[],
+    ids: readonly string[],
+    changes: readonly PresenceChange[] = [],
+  ): Promise<boolean> {
+    if (changes.length > 0 && this.options.changes) {
+      items = [...items, ...(await this.options.changes(changes))];
+    }
     try {
       await awsCall('TransactWriteItems', this.table, ids, () =>
         this.options.client.send(
@@ -340,25 +373,11 @@ export class DynamoPresenceStore implements PresenceStore {
       const cause = error instanceof AwsResourceError ? error.cause : error;
       const cancelled =
         cause instanceof TransactionCanceledException &&
-        (cause.CancellationReasons ?? []).every((r) =>
-          [
-            undefined,
-            'None',
-            'ConditionalCheckFailed',
-            'TransactionConflict',
-            'ThrottlingError',
-          ].includes(r.Code),
-        );
+        (cause.CancellationReasons ?? []).every((r) => RETRIED.includes(r.Code));
       if (!cancelled && !(cause instanceof TransactionConflictException)) throw error;
       await new Promise((r) => setTimeout(r, Math.random() * 20));
       return false;
     }
-  }
-
-  private storable(stream: string, connectionId: string): boolean {
-    return (
-      utf8Bytes(stream) <= MAX_STREAM_BYTES && utf8Bytes(connectionId) <= MAX_CONNECTION_ID_BYTES
-    );
   }
 
   private busy(operation: string, stream: string, connectionId: string): ThrottledError {
