@@ -241,6 +241,7 @@ export async function disconnect(
     readonly store: ConnectionStore;
     readonly sessions: SessionFinisher;
     readonly presence?: PresenceDropper | undefined;
+    readonly clock?: Clock;
     logger: Logger;
   },
   connectionId: string,

@@ -134,8 +134,9 @@ export class Gateway {
    * subscriptions (also what a gone connection gets).
    */
   disconnect(connectionId: string): Promise<void> {
-    const { store, logger, presence } = this.deps;
-    return disconnect({ store, sessions: this.sessionCache, logger, presence }, connectionId);
+    const { store, logger, presence, clock } = this.deps;
+    const deps = { store, sessions: this.sessionCache, logger, presence, clock };
+    return disconnect(deps, connectionId);
   }
 
   /** Frames the rate limit refused since the last call (the `rateLimitedFrames` metric), then zero. */

@@ -1,4 +1,4 @@
-import type { Clock } from '../kernel/clock.js';
+import { type Clock, systemClock } from '../kernel/clock.js';
 import type { ConnectionRecord, ConnectionStore } from './connections.js';
 import type { PresenceStore } from './presence.js';
 import { closeSession, type SessionCloser } from './session.js';
@@ -31,12 +31,14 @@ export interface GonePolicy {
  * next attempt (the pinger's, at the latest) finds it again.
  */
 export async function disconnectConnection(
-  policy: Pick<GonePolicy, 'store' | 'sessions' | 'presence'>,
+  policy: Pick<GonePolicy, 'store' | 'sessions' | 'presence'> & { readonly clock?: Clock },
   connectionId: string,
   known?: ConnectionRecord,
 ): Promise<void> {
   const { presence } = policy;
-  if (presence) await presence.store.drop(connectionId, Date.now(), presence.ttlMs);
+  if (presence) {
+    await presence.store.drop(connectionId, (policy.clock ?? systemClock).now(), presence.ttlMs);
+  }
   const connection = known ?? (await policy.store.getConnection(connectionId));
   // Before the read: a revocation at or after it applies to what is read (see `restore`).
   const readAt = Date.now();
