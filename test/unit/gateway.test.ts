@@ -824,6 +824,7 @@ describe('configFromEnv', () => {
       maxFrameBytes: 32768,
       rateLimit: 10,
       rateBurst: 50,
+      presenceTtl: 15,
       broker: defaultBrokerConfig(),
     });
   });
@@ -848,6 +849,7 @@ describe('configFromEnv', () => {
       LAMBDACABLE_MAX_FRAME_BYTES: '1024',
       LAMBDACABLE_RATE_LIMIT: '2.5',
       LAMBDACABLE_RATE_BURST: '20',
+      LAMBDACABLE_PRESENCE_TTL: '30',
       LAMBDACABLE_POST_RETRY_PASSES: '0',
       LAMBDACABLE_POST_RETRY_BACKOFF_MS: '25',
       LAMBDACABLE_FANOUT_TASK_SIZE: '200',
@@ -879,6 +881,7 @@ describe('configFromEnv', () => {
       maxFrameBytes: 1024,
       rateLimit: 2.5,
       rateBurst: 20,
+      presenceTtl: 30,
       postRetryPasses: 0,
       postRetryBackoffMs: 25,
       fanoutTaskSize: 200,
@@ -904,6 +907,8 @@ describe('configFromEnv', () => {
     ['LAMBDACABLE_RATE_LIMIT', 'fast'],
     ['LAMBDACABLE_RATE_BURST', '0'],
     ['LAMBDACABLE_RATE_BURST', '2.5'],
+    ['LAMBDACABLE_PRESENCE_TTL', '0'],
+    ['LAMBDACABLE_PRESENCE_TTL', '1.5'],
     ['LAMBDACABLE_POST_RETRY_PASSES', '-1'],
     ['LAMBDACABLE_POST_RETRY_BACKOFF_MS', '0.5'],
     ['LAMBDACABLE_FANOUT_TASK_SIZE', '0'],

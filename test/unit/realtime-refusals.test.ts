@@ -157,9 +157,18 @@ describe('checkCommand', () => {
       refusal: {
         reason: 'unknown_command',
         message:
-          'unknown command: history, expected one of subscribe, unsubscribe, message, whisper',
+          'unknown command: history, expected one of subscribe, unsubscribe, message, whisper, join, leave, presence',
       },
     });
+    for (const command of ['join', 'leave', 'presence']) {
+      for (const protocol of [EXT_PROTOCOL, PLAIN_PROTOCOL]) {
+        expect(checkCommand(frame(command, 'i'), protocol)).toEqual({
+          ok: true,
+          command,
+          identifier: 'i',
+        });
+      }
+    }
   });
 
   it('refuses an unknown command with unknown_command, before a missing identifier', () => {
@@ -168,7 +177,7 @@ describe('checkCommand', () => {
       refusal: {
         reason: 'unknown_command',
         message:
-          'unknown command: dance, expected one of subscribe, unsubscribe, message, whisper, history',
+          'unknown command: dance, expected one of subscribe, unsubscribe, message, whisper, history, join, leave, presence',
       },
     });
   });
