@@ -83,10 +83,10 @@ export function presenceStoreContract(
         ...(await committed(stream)).slice(2, 4), // one transaction: no order between them
         { stream, type: 'leave', id: 'bob' },
       ]);
-      expect(new Set((await committed(stream)).slice(2, 4).map((c) => JSON.stringify(c)))).toEqual(
-        new Set([
-          JSON.stringify({ stream, type: 'leave', id: 'alice' }),
-          JSON.stringify({ stream, type: 'join', id: 'carol', info: 'null' }),
+      expect((await committed(stream)).slice(2, 4)).toEqual(
+        expect.arrayContaining([
+          { stream, type: 'leave', id: 'alice' },
+          { stream, type: 'join', id: 'carol', info: 'null' },
         ]),
       );
       expect(on(stream, await store.expire(T0 + TTL))).toEqual([{ stream, id: 'carol' }]);
