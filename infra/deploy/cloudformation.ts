@@ -202,6 +202,8 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { manageConnections: true },
     // A large audience is delivered by fan-out tasks, each a `deliver` invocation.
     { invoke: ['deliver'] },
+    // A remote unsubscribe leaves the removed subscriptions' presence (their leave events).
+    ...PRESENCE_CHANGES,
   ],
   // One fan-out task: reads a slice of a stream's subscribers and posts to them, or hands
   // parts of it to tasks of its own; removes a connection that answered 410.
@@ -216,6 +218,7 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { table: 'sessions', actions: [GET, PUT, UPDATE] },
     { manageConnections: true },
     { invoke: ['deliver'] },
+    ...PRESENCE_CHANGES,
   ],
   // Stores the connection and, on a restore, its subscriptions (placed by their stream's
   // spread, which a throttled write widens) and session; reads the pinger layout (B of the

@@ -6,9 +6,12 @@ import { closeSession, type SessionCloser } from './session.js';
 /** Where sessions end: the session cache. */
 export type SessionFinisher = SessionCloser;
 
-/** Presence of connections that end: each stays present `ttlMs` more, then leaves. */
+/**
+ * Presence of connections that end (each stays present `ttlMs` more, then leaves) and of
+ * subscriptions a remote `unsubscribe` removes (they leave at once).
+ */
 export interface PresenceDropper {
-  readonly store: Pick<PresenceStore, 'drop'>;
+  readonly store: Pick<PresenceStore, 'drop' | 'leave'>;
   readonly ttlMs: number;
 }
 

@@ -5,6 +5,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
 import type { DeliveryReport } from './delivery-report.js';
+import type { PresenceStore } from './presence.js';
 import { disconnectFrame } from './protocol.js';
 import type { RevocationStore } from './revocations.js';
 
@@ -20,6 +21,8 @@ export interface RemoteCommandDeps {
    * resolves to how many it removed; absent, the command removes them itself.
    */
   readonly removeAudience?: (stream: string) => Promise<number>;
+  /** Presence of the subscriptions a remote `unsubscribe` removes. @default none */
+  readonly presence?: Pick<PresenceStore, 'leave'>;
   /** Posts in flight at once. */
   readonly concurrency: number;
   /** Subscribers read per page. */
@@ -50,16 +53,19 @@ export async function runRemoteCommand(
 
 /**
  * Removes exactly these subscriptions (a remote `unsubscribe` task's own part of the
- * audience): `sent` counts those this call removed.
+ * audience), and their connections' presence on the stream (a `leave` for each id whose last
+ * session that was): `sent` counts the subscriptions this call removed.
  */
 export async function removeSubscribers(
   store: Pick<ConnectionStore, 'removeSubscription'>,
   concurrency: number,
   subscribers: readonly Subscription[],
+  presence?: Pick<PresenceStore, 'leave'>,
 ): Promise<DeliveryReport> {
   const report: DeliveryReport = { sent: 0, gone: [], failed: [], retried: 0 };
   await forEachConcurrently(subscribers, concurrency, async (s) => {
     if (await store.removeSubscription(s.connectionId, s.stream, s.identifier)) report.sent++;
+    await presence?.leave(s.stream, s.connectionId, Date.now());
   });
   return report;
 }
@@ -148,7 +154,7 @@ export async function remoteUnsubscribe(
     removed = await deps.removeAudience(stream);
   } else {
     for await (const page of deps.store.subscribersOf(stream, deps.pageSize)) {
-      removed += (await removeSubscribers(deps.store, deps.concurrency, page)).sent;
+      removed += (await removeSubscribers(deps.store, deps.concurrency, page, deps.presence)).sent;
     }
   }
   await deps.revocations.revoke({ kind: 'stream', name: stream }, Date.now());

@@ -210,6 +210,25 @@ describe('Gateway: presence (join, leave, presence)', () => {
     expect(t.presenceFrames('b')).toHaveLength(1);
   });
 
+  it('leaves the presence of the subscriptions a remote unsubscribe removes', async () => {
+    const t = setup();
+    await t.open('a');
+    await t.open('b');
+    await t.send('a', { command: 'subscribe', identifier: room });
+    await t.send('b', { command: 'subscribe', identifier: room });
+    await t.send('a', { command: 'join', identifier: room, presence: { id: 'alice' } });
+    await t.send('b', { command: 'join', identifier: room, presence: { id: 'bob' } });
+    await t.realtime.broker.handleCommand({ command: 'unsubscribe', payload: { stream: 'room' } });
+    await Promise.all(t.delivered.splice(0));
+    expect(t.changes.map((c) => `${c.type} ${c.id}`).sort()).toEqual([
+      'join alice',
+      'join bob',
+      'leave alice',
+      'leave bob',
+    ]);
+    expect((await presenceOf(t.presenceStore, 'room')).total).toBe(0);
+  });
+
   describe('refusals go to the sender alone', () => {
     it.each([
       [
