@@ -1,12 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import {
+  AvroCodec,
   checkPresence,
+  LimitExceededError,
   MAX_PRESENCE_ID_BYTES,
   MAX_PRESENCE_INFO_BYTES,
+  MessageFormatError,
+  PRESENCE_TOPIC,
   type PresenceChange,
+  PresenceEvent,
   type PresenceRefusalReason,
+  presenceEventOf,
+  presenceMessage,
 } from '../../lib/core';
-import { MemoryPresenceStore } from '../../lib/testing';
+import { broadcastFrame } from '../../lib/realtime/protocol';
+import { MemoryPresenceStore, MemorySchemaRegistry } from '../../lib/testing';
 import { presenceStoreContract } from '../contract/presence';
 
 presenceStoreContract('MemoryPresenceStore', () => {
@@ -71,5 +79,60 @@ describe('checkPresence', () => {
     expect(verdict('alice', circular)).toBe('info_not_json');
     expect(verdict('alice', 1n)).toBe('info_not_json');
     expect(verdict('alice', () => 1)).toBe('info_not_json');
+  });
+});
+
+describe('PresenceEvent: a change as services consume it and subscribers get it', () => {
+  const registry = () => new MemorySchemaRegistry();
+
+  it('round-trips a join with info and a leave through Avro, keyed by the stream', async () => {
+    const codec = new AvroCodec(registry());
+    const join = presenceEventOf({ stream: 'room', type: 'join', id: 'alice', info: '{"n":1}' });
+    const leave = presenceEventOf({ stream: 'room', type: 'leave', id: 'alice' });
+    expect(leave).toEqual({ stream: 'room', type: 'leave', id: 'alice', info: null });
+    for (const value of [join, leave]) {
+      expect(await codec.decode(await codec.encode(PresenceEvent, value), PresenceEvent)).toEqual(
+        value,
+      );
+    }
+    expect(PresenceEvent.keyOf(join)).toBe('room');
+    expect(PresenceEvent.topic).toBe(PRESENCE_TOPIC);
+  });
+
+  it('becomes a transient presence message whose frame carries each subscriber its identifier', () => {
+    const msg = presenceMessage(
+      presenceEventOf({ stream: 'room', type: 'join', id: 'alice', info: '{"n":1}' }),
+    );
+    expect(msg).toEqual({
+      stream: 'room',
+      data: '{"type":"join","id":"alice","info":{"n":1}}',
+      meta: { transient: true, presence: true },
+    });
+    expect(JSON.parse(broadcastFrame('id-1', msg!))).toEqual({
+      type: 'presence',
+      identifier: 'id-1',
+      message: { type: 'join', id: 'alice', info: { n: 1 } },
+    });
+    const leave = presenceMessage(presenceEventOf({ stream: 'room', type: 'leave', id: 'alice' }));
+    expect(JSON.parse(broadcastFrame('id-2', leave!))).toEqual({
+      type: 'presence',
+      identifier: 'id-2',
+      message: { type: 'leave', id: 'alice' },
+    });
+  });
+
+  it('refuses what no subscriber could get: an unknown kind, info that is not JSON or too large', () => {
+    const base = { stream: 'room', id: 'alice', info: null };
+    expect(presenceMessage({ ...base, type: 'dance' })).toBeUndefined();
+    expect(presenceMessage({ ...base, type: 'join', info: '{not json' })).toBeUndefined();
+    expect(
+      presenceMessage({ ...base, type: 'join', info: JSON.stringify('x'.repeat(2000)) }),
+    ).toBeUndefined();
+    expect(() =>
+      PresenceEvent.check({ ...base, type: 'join', info: JSON.stringify('x'.repeat(2000)) }),
+    ).toThrow(LimitExceededError);
+    expect(() => PresenceEvent.check({ ...base, type: 'join', info: '{' })).toThrow(
+      MessageFormatError,
+    );
   });
 });
