@@ -61,7 +61,13 @@ export async function joinPresence(
   const { id, info } = presence as Record<string, unknown>;
   const check = checkPresence(id, info);
   if (!check.ok) return refuse(check.refusal.reason, check.refusal.message);
-  await settings.store.join(sub.stream, connectionId, check.id, info, deps.clock.now());
+  try {
+    await settings.store.join(sub.stream, connectionId, check.id, info, deps.clock.now());
+  } catch (error) {
+    // Not stored (a throttled or conflicting write, given up on): the sender may join again.
+    await post(presenceErrorFrame(identifier, 'unavailable'));
+    throw error;
+  }
 }
 
 /**
