@@ -154,11 +154,11 @@ const DISCONNECT: readonly Permission[] = [
 ];
 
 /**
- * A presence change (join, leave, expiry): a transaction on the member, the connection's
- * record or departure, and the outbox row of its `PresenceEvent` (its schema id looked up).
+ * The outbox row of a presence change's `PresenceEvent` (join, leave, expiry), in the
+ * change's own transaction, its schema id looked up. The change itself is on `connections`:
+ * the member, and the connection's record or departure (Get, Put, Update, Delete, Query).
  */
-const PRESENCE_CHANGES: readonly Permission[] = [
-  { table: 'connections', actions: [GET, PUT, UPDATE, DELETE, CONDITION_CHECK, QUERY] },
+const PRESENCE_EVENTS: readonly Permission[] = [
   { table: 'outbox', actions: [PUT] },
   { table: 'schemas', actions: [GET] },
 ];
@@ -202,8 +202,8 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { manageConnections: true },
     // A large audience is delivered by fan-out tasks, each a `deliver` invocation.
     { invoke: ['deliver'] },
-    // A remote unsubscribe leaves the removed subscriptions' presence (their leave events).
-    ...PRESENCE_CHANGES,
+    // A remote unsubscribe leaves the removed subscriptions' presence: their leave events.
+    { table: 'outbox', actions: [PUT] },
   ],
   // One fan-out task: reads a slice of a stream's subscribers and posts to them, or hands
   // parts of it to tasks of its own; removes a connection that answered 410.
@@ -218,7 +218,8 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     { table: 'sessions', actions: [GET, PUT, UPDATE] },
     { manageConnections: true },
     { invoke: ['deliver'] },
-    ...PRESENCE_CHANGES,
+    // The leave events of the presence a remote unsubscribe in tasks removes.
+    ...PRESENCE_EVENTS,
   ],
   // Stores the connection and, on a restore, its subscriptions (placed by their stream's
   // spread, which a throttled write widens) and session; reads the pinger layout (B of the
@@ -235,11 +236,12 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // whispers to a stream's subscribers (one that answers 410 is disconnected), session commits;
   // the connection's rate bucket (GetItem, UpdateItem on its `sk` `r` item); presence
   // `join`, `leave` (an unsubscribe's too) and `presence` (a Query of the stream's members).
+  // (A repeated join of the same id checks the connection's record: ConditionCheckItem.)
   wsDefault: [
-    ...PRESENCE_CHANGES,
+    ...PRESENCE_EVENTS,
     {
       table: 'connections',
-      actions: [GET, PUT, UPDATE, DELETE, QUERY, BATCH_WRITE],
+      actions: [GET, PUT, UPDATE, DELETE, QUERY, BATCH_WRITE, CONDITION_CHECK],
       queries: [STREAM_INDEX],
     },
     { table: 'sessions', actions: [GET, PUT, UPDATE] },
@@ -265,7 +267,7 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // Each tick expires the dropped presence sessions of its buckets (a Query of BUCKET_INDEX).
   pinger: [
     ...DISCONNECT,
-    ...PRESENCE_CHANGES,
+    ...PRESENCE_EVENTS,
     { table: 'connections', actions: [PUT], queries: [BUCKET_INDEX] },
     { table: 'sessions', actions: [GET, PUT] },
     { table: 'history', actions: [BATCH_GET] },

@@ -3,7 +3,7 @@ import { type AddressInfo, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Cable } from '@anycable/core';
-import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { type AttributeValue, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import {
   GetQueueAttributesCommand,
@@ -22,13 +22,19 @@ import {
   startLocalStack,
 } from '../../infra/local/stack';
 import type { RecordedCall } from '../../lib/adapters/aws/call-log';
-import { DynamoAckStore, DynamoSchemaRegistry, LambdaPingerInvoker } from '../../lib/aws';
+import {
+  DynamoAckStore,
+  DynamoPresenceStore,
+  DynamoSchemaRegistry,
+  LambdaPingerInvoker,
+} from '../../lib/aws';
 import {
   AvroCodec,
   ackPartition,
   BROADCAST_TOPIC,
   BroadcastEvent,
   createConnectToken,
+  presenceOf,
   signStreamName,
 } from '../../lib/core';
 import { encodeEnvelope } from '../../lib/messaging/envelope';
@@ -51,6 +57,8 @@ const secrets = {
   LAMBDACABLE_ALLOW_ANONYMOUS: 'false',
   // Low enough that the fan-out test's 20 broadcasts trim the history.
   LAMBDACABLE_HISTORY_LIMIT: '10',
+  // Short, so that the presence test sees a dropped connection expire.
+  LAMBDACABLE_PRESENCE_TTL: '3',
 };
 const PREFIX = 'lambdacable-local';
 /** Every AWS call the functions make in this run, for the IAM sufficiency test at the end. */
@@ -538,9 +546,209 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
     'a POST /_broadcast with an Idempotency-Key completes its record',
   'httpBroadcast dynamodb:GetItem table/lambdacable-local-idempotency':
     'a repeated Idempotency-Key whose conditional put returned no record (Powertools reads it)',
+  'wsDefault dynamodb:ConditionCheckItem table/lambdacable-local-connections':
+    'a repeated join of a connection with the id it is present with only changes the info (test/contract/presence.ts); the stock client sends a join once per subscription',
+  'broadcast dynamodb:PutItem table/lambdacable-local-connections':
+    "a present member's connection answering 410 to a broadcast delivered inline: its presence dropped, a departure put (here the 410 is met by a fan-out task)",
   'httpBroadcast dynamodb:DeleteItem table/lambdacable-local-idempotency':
     'a POST /_broadcast with an Idempotency-Key whose write failed: its record is deleted',
 };
+
+/** A presence frame's `message`, as `channel.on('presence')` hands it over. */
+interface PresenceMessage {
+  readonly type?: string;
+  readonly id?: string;
+  readonly info?: unknown;
+  readonly total?: number;
+  readonly records?: readonly { id: string; info?: unknown }[];
+}
+
+describe('presence with the stock client (channel.presence: join, leave, info; README, "Presence")', () => {
+  const TTL_MS = Number(secrets.LAMBDACABLE_PRESENCE_TTL) * 1000;
+  /** A stock client subscribed to `stream`, with every presence event its channel gets. */
+  async function member(sub: string, stream: string) {
+    const c = cable(await token(sub));
+    await c.connect();
+    const channel = c.streamFromSigned(signed(stream));
+    const events: PresenceMessage[] = [];
+    channel.on('presence', (msg: PresenceMessage) => {
+      if (msg.type === 'join' || msg.type === 'leave') events.push(msg);
+    });
+    await channel.ensureSubscribed();
+    // The raw `info` reply, as the stock client's `presence.info()` gets it before its state.
+    const performer = channel as unknown as { perform(a: string, p: object): Promise<unknown> };
+    const info = () => performer.perform('$presence:info', {}) as Promise<PresenceMessage>;
+    return { c, channel, events, info };
+  }
+  /** Waits until `events` holds `n`, then a moment more: nothing else may come. */
+  async function settled(events: PresenceMessage[], n: number, ms = 1_500) {
+    await until(() => events.length >= n, 20_000, `${n} presence events`);
+    await new Promise((r) => setTimeout(r, ms));
+    return events.slice();
+  }
+
+  it('two clients join and both see it, info lists them, a second session of an id and its leave are silent, the last leave is seen', async () => {
+    const stream = 'room/presence';
+    const alice = await member('alice', stream);
+    const bob = await member('bob', stream);
+    await alice.channel.presence.join('alice', { name: 'Alice' });
+    const aliceJoined = { type: 'join', id: 'alice', info: { name: 'Alice' } };
+    await until(() => bob.events.length >= 1, 20_000, "bob sees alice's join");
+    await bob.channel.presence.join('bob', { name: 'Bob' });
+    const bobJoined = { type: 'join', id: 'bob', info: { name: 'Bob' } };
+    expect(await settled(alice.events, 2)).toEqual([aliceJoined, bobJoined]);
+    expect(await settled(bob.events, 2, 0)).toEqual([aliceJoined, bobJoined]);
+
+    // The raw reply of `presence`, then the stock client's own state from it.
+    expect(await bob.info()).toEqual({
+      type: 'info',
+      total: 2,
+      records: [
+        { id: 'alice', info: { name: 'Alice' } },
+        { id: 'bob', info: { name: 'Bob' } },
+      ],
+    });
+    expect(await alice.channel.presence.info()).toEqual({
+      alice: { name: 'Alice' },
+      bob: { name: 'Bob' },
+    });
+
+    // Alice on a second tab: the id is present already, so no one sees a join; its leave is
+    // not her last, so no one sees a leave.
+    const tab = await member('alice', stream);
+    await tab.channel.presence.join('alice', { name: 'Alice' });
+    await expect.poll(async () => (await bob.info()).total).toBe(2);
+    await tab.channel.presence.leave();
+    tab.c.disconnect();
+    expect(await settled(bob.events, 2)).toEqual([aliceJoined, bobJoined]);
+
+    // Her last session leaves: everyone subscribed sees it, and info no longer lists her.
+    await alice.channel.presence.leave();
+    const aliceLeft = { type: 'leave', id: 'alice' };
+    expect(await settled(bob.events, 3)).toEqual([aliceJoined, bobJoined, aliceLeft]);
+    expect(await settled(alice.events, 3, 0)).toEqual([aliceJoined, bobJoined, aliceLeft]);
+    expect(await alice.channel.presence.info()).toEqual({ bob: { name: 'Bob' } });
+    expect(await bob.info()).toEqual({
+      type: 'info',
+      total: 1,
+      records: [{ id: 'bob', info: { name: 'Bob' } }],
+    });
+    alice.c.disconnect();
+    bob.c.disconnect();
+  }, 90_000);
+
+  it('keeps a session restore present without a second join, and removes a dropped client after LAMBDACABLE_PRESENCE_TTL with a leave', async () => {
+    const stream = 'room/presence-ttl';
+    const watcher = await member('walt', stream);
+    const carol = await member('carol', stream);
+    await carol.channel.presence.join('carol', { away: false });
+    const carolJoined = { type: 'join', id: 'carol', info: { away: false } };
+    expect(await settled(watcher.events, 1)).toEqual([carolJoined]);
+
+    // A reconnect restores the session; the client sends its join again on the new
+    // connection. The old connection's session outlives the TTL as one of two: no leave.
+    const restored: boolean[] = [];
+    carol.c.on('connect', (event: { restored?: boolean }) => {
+      restored.push(Boolean(event.restored));
+    });
+    carol.c.disconnect();
+    await carol.c.connect();
+    expect(restored).toEqual([true]);
+    await new Promise((r) => setTimeout(r, TTL_MS + 3_000));
+    expect(watcher.events).toEqual([carolJoined]);
+    expect((await watcher.info()).records).toEqual([{ id: 'carol', info: { away: false } }]);
+
+    // Gone without a leave: present for the TTL, then a leave, with no one acting on the stream.
+    const dropped = Date.now();
+    carol.c.disconnect();
+    await new Promise((r) => setTimeout(r, TTL_MS / 2));
+    expect((await watcher.info()).total).toBe(1);
+    await until(() => watcher.events.length >= 2, 20_000, "carol's leave");
+    expect(Date.now() - dropped).toBeGreaterThanOrEqual(TTL_MS);
+    expect(await settled(watcher.events, 2)).toEqual([carolJoined, { type: 'leave', id: 'carol' }]);
+    expect(await watcher.info()).toEqual({ type: 'info', total: 0, records: [] });
+    watcher.c.disconnect();
+  }, 90_000);
+
+  it('removes the presence of the subscriptions a remote unsubscribe removes, inline and in fan-out tasks', async () => {
+    const presence = new DynamoPresenceStore({
+      client: dynamodb,
+      tableName: stack.resources.tables.connections,
+    });
+    // One subscriber: the broadcast consumer removes it inline; two: fan-out tasks (a task of
+    // one subscriber here) remove them.
+    const alone = await member('dave', 'room/revoked-1');
+    const pair = [await member('erin', 'room/revoked-2'), await member('fred', 'room/revoked-2')];
+    await alone.channel.presence.join('dave', {});
+    await pair[0]!.channel.presence.join('erin', {});
+    await pair[1]!.channel.presence.join('fred', {});
+    await until(() => pair[0]!.events.length >= 2, 20_000, 'both joins');
+    expect((await presenceOf(presence, 'room/revoked-1')).total).toBe(1);
+    expect((await presenceOf(presence, 'room/revoked-2')).total).toBe(2);
+
+    const response = await fetch(`${stack.httpUrl}/_broadcast`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secrets.LAMBDACABLE_BROADCAST_KEY}` },
+      body: JSON.stringify(
+        ['room/revoked-1', 'room/revoked-2'].map((stream) => ({
+          command: 'unsubscribe',
+          payload: { stream },
+        })),
+      ),
+    });
+    expect(response.status).toBe(201);
+    for (const stream of ['room/revoked-1', 'room/revoked-2']) {
+      await expect
+        .poll(async () => (await presenceOf(presence, stream)).total, { timeout: 20_000 })
+        .toBe(0);
+    }
+    for (const m of [alone, ...pair]) m.c.disconnect();
+  }, 60_000);
+
+  it('gives a member whose connection vanished (410 to a fan-out task) a leave after the TTL', async () => {
+    const stream = 'room/presence-ghost';
+    const watcher = await member('gail', stream);
+    // A connection API Gateway no longer knows, subscribed and present as `ghost`.
+    const ghost = 'presence-ghost-connection';
+    const table = stack.resources.tables.connections;
+    const items: Record<string, AttributeValue>[] = [
+      {
+        pk: { S: `c#${ghost}` },
+        sk: { S: `s#${stream}#ghost` },
+        connectionId: { S: ghost },
+        stream: { S: stream },
+        identifier: { S: 'ghost' },
+        fanKey: { S: `${stream}#0` },
+        fanSort: { S: subscriberSortKey(ghost) },
+      },
+      {
+        pk: { S: `c#${ghost}` },
+        sk: { S: 'c' },
+        connectionId: { S: ghost },
+        sid: { S: 'presence-ghost' },
+        protocol: { S: 'actioncable-v1-ext-json' },
+        connectedAt: { N: '0' },
+      },
+    ];
+    for (const Item of items) {
+      await dynamodb.send(new PutItemCommand({ TableName: table, Item }));
+    }
+    const presence = new DynamoPresenceStore({ client: dynamodb, tableName: table });
+    await presence.join(stream, ghost, 'ghost', { seen: 'never' }, Date.now());
+    expect((await watcher.info()).total).toBe(1);
+
+    // A broadcast to the stream's two subscribers: the ghost's task meets its 410.
+    const got = collect(watcher.channel);
+    const posted = Date.now();
+    await publish(stream, JSON.stringify({ hello: 'room' }));
+    await until(() => got.messages.length >= 1, 20_000, 'the broadcast');
+    await until(() => watcher.events.length >= 1, 30_000, "the ghost's leave");
+    expect(Date.now() - posted).toBeGreaterThanOrEqual(TTL_MS);
+    expect(await settled(watcher.events, 1)).toEqual([{ type: 'leave', id: 'ghost' }]);
+    expect(await watcher.info()).toEqual({ type: 'info', total: 0, records: [] });
+    watcher.c.disconnect();
+  }, 60_000);
+});
 
 describe('your own consumer (the example group `audit`, infra/deploy/consumers.ts)', () => {
   it('gets every broadcast from its own queue, and keeps its ack state across a redelivery', async () => {
