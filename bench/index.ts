@@ -6,6 +6,7 @@ import { benchFanoutReads } from './fanout-reads';
 import { benchKeepalive } from './keepalive';
 import { benchCrowds, benchPathLatency } from './local-stack';
 import { benchPostCpu } from './post-cpu';
+import { benchPresenceCost, PRESENCE_BENCH_ENV } from './presence-cost';
 import { benchRelay } from './relay';
 import {
   fanoutFigures,
@@ -32,6 +33,7 @@ const SECTIONS = [
   'path-latency',
   'delivery-cost',
   'connect-cost',
+  'presence-cost',
   'crowds',
   'fanout-latency',
   'scale',
@@ -41,6 +43,7 @@ const STACK_SECTIONS: readonly Section[] = [
   'path-latency',
   'delivery-cost',
   'connect-cost',
+  'presence-cost',
   'crowds',
   'fanout-latency',
 ];
@@ -85,8 +88,9 @@ if (runs('fanout-reads')) {
 }
 
 if (STACK_SECTIONS.some(runs)) {
-  // One local stack (npm start on free ports) for the rest, every AWS call on record.
-  const bench = await startBenchStack();
+  // One local stack (npm start on free ports) for the rest, every AWS call on record; a short
+  // presence TTL when presence-cost runs (no other section joins a presence).
+  const bench = await startBenchStack(runs('presence-cost') ? PRESENCE_BENCH_ENV : {});
   try {
     if (runs('path-latency')) {
       printFigures(
@@ -108,6 +112,12 @@ if (STACK_SECTIONS.some(runs)) {
         "AWS requests per connect (wsConnect, the pinger's welcome)",
         await benchConnectCost(bench, BENCH_SECRETS),
       );
+      await sleep(5_000);
+    }
+    if (runs('presence-cost')) {
+      const { requests, cost } = await benchPresenceCost(bench, BENCH_SECRETS);
+      printFigures('AWS requests per presence operation (join, read, leave, expiry)', requests);
+      printFigures('List price per million presence operations (us-east-1, bench/prices.ts)', cost);
       await sleep(5_000);
     }
     if (runs('crowds')) {

@@ -22,8 +22,22 @@ export interface BenchStack {
   readonly pollerLog: CallLog;
   /** Every invocation the pollers made, in order. */
   readonly invocations: PollerInvocation[];
+  /**
+   * Every invocation serverless-offline reported (`(λ: wsDefault) … Duration: 12.34 ms`), in
+   * order: the WebSocket routes' and the pinger's, which no poller makes.
+   */
+  readonly offlineInvocations: OfflineInvocation[];
   stop(): Promise<void>;
 }
+
+/** One invocation as serverless-offline logs it: the function (its serverless.yml key) and time. */
+export interface OfflineInvocation {
+  readonly functionName: string;
+  readonly ms: number;
+}
+
+/** serverless-offline's line after each invocation. */
+const OFFLINE_DURATION = /\(λ: (\w+)\) RequestId: \S+\s+Duration: ([\d.]+) ms/;
 
 /** A JSON-lines call log read in segments. */
 export class CallLog {
@@ -53,17 +67,32 @@ export class CallLog {
   }
 }
 
-/** `npm start`'s stack on free ports, recording every AWS call and every poller invocation. */
-export async function startBenchStack(): Promise<BenchStack> {
+/**
+ * `npm start`'s stack on free ports, recording every AWS call and every invocation; `env`
+ * adds settings of the functions (e.g. `LAMBDACABLE_PRESENCE_TTL`).
+ */
+export async function startBenchStack(
+  env: Readonly<Record<string, string>> = {},
+): Promise<BenchStack> {
   const run = `${process.pid}-${Date.now()}`;
   const callLog = new CallLog(join(tmpdir(), `lambdacable-bench-calls-${run}.jsonl`));
   const pollerLog = new CallLog(join(tmpdir(), `lambdacable-bench-poller-calls-${run}.jsonl`));
   const invocations: PollerInvocation[] = [];
+  const offlineInvocations: OfflineInvocation[] = [];
+  let pending = '';
   const stack = await startLocalStack({
     ...freeStackPorts(),
-    env: { ...BENCH_SECRETS, LAMBDACABLE_AWS_CALL_LOG: callLog.file },
+    env: { ...BENCH_SECRETS, ...env, LAMBDACABLE_AWS_CALL_LOG: callLog.file },
     pollerCallLog: pollerLog.file,
     onInvocation: (i) => invocations.push(i),
+    onOutput: (text) => {
+      const lines = (pending + text).split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) {
+        const m = OFFLINE_DURATION.exec(line);
+        if (m) offlineInvocations.push({ functionName: m[1]!, ms: Number(m[2]) });
+      }
+    },
     output: (process.env.BENCH_OUTPUT as 'inherit' | undefined) ?? 'quiet',
     watch: false,
   });
@@ -72,6 +101,7 @@ export async function startBenchStack(): Promise<BenchStack> {
     callLog,
     pollerLog,
     invocations,
+    offlineInvocations,
     async stop() {
       await stack.stop();
       rmSync(callLog.file, { force: true });
