@@ -6,6 +6,8 @@ import {
   MAX_BROADCAST_DATA_BYTES,
   MAX_BROADCAST_ITEMS,
   MAX_IDEMPOTENCY_KEY_CHARS,
+  MAX_PRESENCE_ID_BYTES,
+  MAX_PRESENCE_INFO_BYTES,
   MAX_STREAM_BYTES,
   signStreamName,
 } from '../../lib/core';
@@ -347,7 +349,113 @@ const frameRows: FrameRow[] = [
       ]);
     },
   },
+  ...presenceRows(),
 ];
+
+/**
+ * Presence input a client must not get stored or sent: the sender gets its presence `error`
+ * (or nothing, for a `leave`), and a subscriber of the stream sees none of it. Presence
+ * frames of a stream go out in order, so the proof of "nothing" is that the good join sent
+ * after the bad input is the first presence frame the listener gets, and the only member.
+ */
+function presenceRows(): FrameRow[] {
+  const good = { id: 'good', info: { name: 'Good' } };
+  const refusedJoin = (presence: unknown, reason: string) => async (c: BadInputClient) => {
+    await afterBadPresence(c, async (identifier) => {
+      const from = c.frames.length;
+      c.send({ command: 'join', identifier, presence });
+      expect(await c.next((f) => f.type === 'presence', 'the presence error', from)).toEqual({
+        type: 'presence',
+        identifier,
+        message: { type: 'error', reason },
+      });
+    });
+  };
+  const afterBadPresence = async (
+    c: BadInputClient,
+    bad: (identifier: string) => Promise<void>,
+  ) => {
+    const identifier = pubsub(`presence/bad/${++sequence}`);
+    const listener = await BadInputClient.welcomed();
+    for (const client of [listener, c]) {
+      expect(await client.subscribe(identifier)).toEqual({
+        type: 'confirm_subscription',
+        identifier,
+      });
+    }
+    await bad(identifier);
+    const from = c.frames.length;
+    c.send({ command: 'join', identifier, presence: good });
+    expect(await listener.next((f) => f.type === 'presence', 'the good join')).toEqual({
+      type: 'presence',
+      identifier,
+      message: { type: 'join', ...good },
+    });
+    c.send({ command: 'presence', identifier, data: {} });
+    const info = (f: Frame) =>
+      f.type === 'presence' && (f.message as { type?: string }).type === 'info';
+    expect(await c.next(info, 'the presence info', from)).toEqual({
+      type: 'presence',
+      identifier,
+      message: { type: 'info', total: 1, records: [good] },
+    });
+  };
+  const notSubscribed = (command: 'join' | 'presence') => async (c: BadInputClient) => {
+    const identifier = pubsub(`presence/never-subscribed/${++sequence}`);
+    const from = c.frames.length;
+    c.send(
+      command === 'join'
+        ? { command, identifier, presence: good }
+        : { command, identifier, data: {} },
+    );
+    expect(await c.next((f) => f.identifier === identifier, 'an answer', from)).toEqual({
+      type: 'presence',
+      identifier,
+      message: { type: 'error', reason: 'not_subscribed' },
+    });
+  };
+  return [
+    {
+      name: 'a presence join with an info over 1 KB as JSON: presence error info_too_large, nothing stored or sent',
+      run: refusedJoin({ id: 'big', info: 'x'.repeat(MAX_PRESENCE_INFO_BYTES) }, 'info_too_large'),
+    },
+    {
+      name: 'a presence join with an id over 128 bytes: presence error id_too_long, nothing stored or sent',
+      run: refusedJoin({ id: 'i'.repeat(MAX_PRESENCE_ID_BYTES + 1) }, 'id_too_long'),
+    },
+    {
+      name: 'a presence join without id: presence error no_id, nothing stored or sent',
+      run: refusedJoin({ info: { name: 'Nobody' } }, 'no_id'),
+    },
+    {
+      name: 'a presence join with a number for id: presence error no_id, nothing stored or sent',
+      run: refusedJoin({ id: 42 }, 'no_id'),
+    },
+    {
+      name: 'a presence that is not an object: presence error malformed, nothing stored or sent',
+      run: refusedJoin('alice', 'malformed'),
+    },
+    {
+      name: 'a presence join through an identifier not subscribed: presence error not_subscribed',
+      run: notSubscribed('join'),
+    },
+    {
+      name: 'a presence read through an identifier not subscribed: presence error not_subscribed',
+      run: notSubscribed('presence'),
+    },
+    {
+      name: 'a presence leave of a connection not present: nothing, and no leave to anyone',
+      run: (c) =>
+        afterBadPresence(c, (identifier) =>
+          c.sendExpectingSilence({ command: 'leave', identifier }),
+        ),
+    },
+    {
+      name: 'a presence leave through an identifier not subscribed: nothing',
+      run: silent({ command: 'leave', identifier: pubsub('presence/never-subscribed') }),
+    },
+  ];
+}
 
 describe('bad input on the WebSocket: the connection stays open and keeps working', () => {
   it.each(frameRows)('$name', async ({ run }) => {
