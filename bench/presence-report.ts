@@ -5,6 +5,7 @@
 import type { PollerInvocation } from '../infra/local/sqs-poller';
 import type { RecordedCall } from '../lib/adapters/aws/call-log';
 import { MIN_BUCKETS } from '../lib/realtime/partitions';
+import { PRESENCE_EXPIRY_EVERY_MS } from '../lib/realtime/pinger';
 import { memoryOf } from './delivery-cost';
 import { costOf, gbSeconds, PRICES, type Usage } from './prices';
 import type { OfflineInvocation } from './stack';
@@ -14,6 +15,8 @@ import type { Figure } from './util';
 const TICK_MS = 250;
 /** The pinger's `byBucket` Queries of connection changes: one per bucket per tick. */
 const TICK_QUERIES_PER_SECOND = MIN_BUCKETS * (1000 / TICK_MS);
+/** Its Queries of presence departures: one per bucket per expiry. */
+const EXPIRY_QUERIES_PER_SECOND = MIN_BUCKETS * (1000 / PRESENCE_EXPIRY_EVERY_MS);
 /** The delivery-cost goal: AWS requests beyond the posts per delivered frame. */
 const FRAME_GOAL = 0.3;
 /**
@@ -218,8 +221,10 @@ export function presenceReport(
     reference: `${TICK_QUERIES_PER_SECOND}/s: ${MIN_BUCKETS} buckets per ${TICK_MS} ms tick`,
     ratio: `${fixed(ticksPerSecond / TICK_QUERIES_PER_SECOND)}x`,
     extra:
-      'each tick also Queries the 8 departure buckets (expirePresence), with or without presence; ' +
-      `pinger posts (pings) ${all.reduce((n, t) => n + t.pings, 0)} in ${fixed(seconds, 0)} s`,
+      `expected ${TICK_QUERIES_PER_SECOND + EXPIRY_QUERIES_PER_SECOND}/s: an expiry every ` +
+      `${PRESENCE_EXPIRY_EVERY_MS} ms also Queries the ${MIN_BUCKETS} departure buckets, ` +
+      `with or without presence; pinger posts (pings) ${all.reduce((n, t) => n + t.pings, 0)} ` +
+      `in ${fixed(seconds, 0)} s`,
   });
   requests.push({
     name: '  the info reply',
@@ -259,7 +264,7 @@ export function presenceReport(
     extra: "serverless-offline's Duration under npm start: an upper bound of the billed one",
   });
   // Modelled, not measured: what the departure Queries of every tick cost a pinger partition.
-  const queriesPerHour = MIN_BUCKETS * (3_600_000 / TICK_MS);
+  const queriesPerHour = EXPIRY_QUERIES_PER_SECOND * 3600;
   const perHour = queriesPerHour * 0.5 * PRICES.dynamodbReadUnit;
   cost.push({
     name: "Presence expiry, the pinger's departure Queries (modelled)",
@@ -267,7 +272,7 @@ export function presenceReport(
     reference: `$${fixed(perHour * 730)} a month per partition`,
     ratio: '-',
     extra:
-      `inputs: ${MIN_BUCKETS} buckets × ${1000 / TICK_MS} ticks/s = ${queriesPerHour.toLocaleString('en-US')} ` +
+      `inputs: ${MIN_BUCKETS} buckets × ${1000 / PRESENCE_EXPIRY_EVERY_MS} expiries/s = ${queriesPerHour.toLocaleString('en-US')} ` +
       `Queries/h, 0.5 RRU each (empty, eventually consistent), $${fixed(PRICES.dynamodbReadUnit * 1e6, 3)}/M RRU`,
   });
   return { requests, cost };

@@ -94,8 +94,15 @@ export interface PingerOptions {
   /** @default 10000 (see `disconnectGone`) */
   readonly goneGraceMs?: number;
   /**
-   * Presence: a gone connection's is dropped, and each tick expires the dropped sessions of
-   * this run's buckets whose TTL is over (the store writes their leaves). @default off
+   * Presence: a gone connection's is dropped, and a tick at least `presenceExpiryEveryMs`
+   * after the last expiry expires the dropped sessions of this run's buckets whose TTL is over
+   * (the store writes their leaves). @default off
    */
   readonly presence?: PresenceSettings;
+  /**
+   * How often (ms) the ticks expire presence: each expiry Queries every bucket of the run
+   * (B ≥ 8), so a 250 ms tick doing it every time would double the pinger's index reads. A
+   * leave goes out at most this long after its TTL. @default 1000
+   */
+  readonly presenceExpiryEveryMs?: number;
 }

@@ -13,6 +13,10 @@ export type { PingerOptions, PingReport, Welcomer } from './pinger-options.js';
 
 /** Items per page of the pinger's reads: its first read covers every connection. */
 const READ_PAGE = 1000;
+/** Departures one presence expiry takes at most; a full one goes on at the next tick. */
+const EXPIRE_LIMIT = 100;
+/** The default of {@link PingerOptions.presenceExpiryEveryMs}. */
+export const PRESENCE_EXPIRY_EVERY_MS = 1000;
 
 interface Tracked {
   record: ConnectionRecord;
@@ -58,6 +62,9 @@ export class Pinger {
   private readonly welcomeTimeoutMs: number;
   private readonly gone: GonePolicy;
   private readonly presence: PresenceStore | undefined;
+  private readonly presenceExpiryEveryMs: number;
+  /** When the last presence expiry began (ms). */
+  private expiredAt = Number.NEGATIVE_INFINITY;
   private readonly tracked = new Map<string, Tracked>();
   private readonly streams = new Map<string, Set<string>>();
   private readonly activity = new Map<string, { lastAt: number | undefined; readAt: number }>();
@@ -92,6 +99,12 @@ export class Pinger {
       presence: options.presence,
     };
     this.presence = options.presence?.store;
+    this.presenceExpiryEveryMs = options.presenceExpiryEveryMs ?? PRESENCE_EXPIRY_EVERY_MS;
+    if (!(this.presenceExpiryEveryMs >= 0 && Number.isFinite(this.presenceExpiryEveryMs))) {
+      throw new ConfigError('presenceExpiryEveryMs must be a finite number >= 0', {
+        variable: 'presenceExpiryEveryMs',
+      });
+    }
     if (!(this.defaultIntervalMs > 0)) {
       throw new ConfigError('defaultInterval must be positive', { variable: 'defaultInterval' });
     }
@@ -135,14 +148,19 @@ export class Pinger {
 
   /**
    * Removes the presence sessions of this partition's dropped connections whose TTL is over
-   * (at most 100 a tick, the rest on the next): the store writes their leaves. A failure is
-   * logged; the departures stay due for the next tick.
+   * (at most {@link EXPIRE_LIMIT} an expiry), on a tick at least `presenceExpiryEveryMs` after
+   * the last one, or on the next tick after a full one (a backlog after a mass drop): the
+   * store writes their leaves. A failure is logged; the departures stay due for the next.
    */
   private async expirePresence(): Promise<void> {
     if (!this.presence) return;
+    const now = this.clock.now();
+    if (now - this.expiredAt < this.presenceExpiryEveryMs) return;
+    this.expiredAt = now;
     try {
-      const leaves = await this.presence.expire(this.clock.now(), this.scope?.buckets);
+      const leaves = await this.presence.expire(now, this.scope?.buckets, EXPIRE_LIMIT);
       if (leaves.length > 0) this.logger.info('presence expired', { leaves: leaves.length });
+      if (leaves.length >= EXPIRE_LIMIT) this.expiredAt = Number.NEGATIVE_INFINITY;
     } catch (error) {
       this.logger.error('presence expiry failed', { error: errorMessage(error) });
     }

@@ -182,7 +182,12 @@ describe('Gateway: presence (join, leave, presence)', () => {
     await pinger.tick();
     await Promise.all(t.delivered.splice(0));
     expect(t.changes.map((c) => c.type)).toEqual(['join']);
+    // Due now, but the last expiry ran 1 ms ago: expiries are 1 s apart (their Queries).
     t.clock.advance(1);
+    await pinger.tick();
+    await Promise.all(t.delivered.splice(0));
+    expect(t.changes.map((c) => c.type)).toEqual(['join']);
+    t.clock.advance(999);
     await pinger.tick();
     await Promise.all(t.delivered.splice(0));
     expect(t.presenceFrames('b').at(-1)).toEqual({
@@ -190,6 +195,29 @@ describe('Gateway: presence (join, leave, presence)', () => {
       identifier: room,
       message: { type: 'leave', id: 'alice' },
     });
+  });
+
+  it('expires a backlog on every tick while an expiry takes its full 100', async () => {
+    const t = setup();
+    await t.open('b');
+    await t.send('b', { command: 'subscribe', identifier: room });
+    const dropped = Array.from({ length: 250 }, (_, n) => `c${n}`);
+    for (const id of dropped) {
+      await t.open(id);
+      await t.send(id, { command: 'subscribe', identifier: room });
+      await t.send(id, { command: 'join', identifier: room, presence: { id } });
+      await t.gateway.disconnect(id);
+    }
+    t.clock.advance(TTL_MS);
+    const pinger = t.realtime.pinger({ defaultInterval: 3 });
+    const leaves = () => t.changes.filter((c) => c.type === 'leave').length;
+    const counts: number[] = [];
+    for (let tick = 0; tick < 4; tick++) {
+      await pinger.tick();
+      counts.push(leaves());
+      t.clock.advance(250);
+    }
+    expect(counts).toEqual([100, 200, 250, 250]);
   });
 
   it("takes a restored client's re-sent join as no second join, and its old connection's expiry as no leave", async () => {
