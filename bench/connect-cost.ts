@@ -59,12 +59,13 @@ export async function benchConnectCost(
         ratio: '-',
       })),
     {
-      name: '  not per connect: pinger Query byBucket (ticks, late reads)',
+      name: '  not per connect: pinger Query byBucket (ticks, late reads, presence expiry)',
       value: (ticks / seconds).toFixed(1),
       reference: 'per second',
       ratio: '-',
       extra:
-        '8 buckets every LAMBDACABLE_PINGER_TICK_MS (250 ms), one tick in 20 a late read: 32/s at most',
+        '8 buckets every LAMBDACABLE_PINGER_TICK_MS (250 ms), one tick in 20 a late read: 32/s; ' +
+        'and 8 departure buckets every second (presence expiry): 40/s at most',
     },
   ];
 }
