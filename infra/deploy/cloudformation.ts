@@ -264,7 +264,7 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // streams had a broadcast (the streams' meta items); one that answers 410 is disconnected.
   // The coordinator reads the layout and the last runs' reports (a Query), may raise the
   // layout, and invokes itself for the other partitions; each run puts its report.
-  // Each tick expires the dropped presence sessions of its buckets (a Query of BUCKET_INDEX).
+  // Every second it expires the dropped presence sessions of its buckets (a Query of BUCKET_INDEX).
   pinger: [
     ...DISCONNECT,
     ...PRESENCE_EVENTS,

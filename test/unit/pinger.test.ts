@@ -172,6 +172,21 @@ describe('Pinger: welcome', () => {
     ).not.toThrow();
   });
 
+  it('refuses a presence expiry interval that is negative or not finite', () => {
+    const t = setup();
+    const options = { store: t.store, api: t.api, sessions: t.sessions, welcomer: t.gateway };
+    for (const presenceExpiryEveryMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => new Pinger({ ...options, defaultInterval: 3, presenceExpiryEveryMs })).toThrow(
+        new ConfigError('presenceExpiryEveryMs must be a finite number >= 0', {
+          variable: 'presenceExpiryEveryMs',
+        }),
+      );
+    }
+    expect(
+      () => new Pinger({ ...options, defaultInterval: 3, presenceExpiryEveryMs: 0 }),
+    ).not.toThrow();
+  });
+
   it('disconnects a refused connection as unauthorized, closes it, and never pings it', async () => {
     const t = setup();
     await t.pinger.start();
