@@ -568,17 +568,26 @@ describe('presence with the stock client (channel.presence: join, leave, info; R
   /** A stock client subscribed to `stream`, with every presence event its channel gets. */
   async function member(sub: string, stream: string) {
     const c = cable(await token(sub));
-    await c.connect();
+    await within(c.connect(), `${sub}'s connect`);
     const channel = c.streamFromSigned(signed(stream));
     const events: PresenceMessage[] = [];
     channel.on('presence', (msg: PresenceMessage) => {
       if (msg.type === 'join' || msg.type === 'leave') events.push(msg);
     });
-    await channel.ensureSubscribed();
+    await within(channel.ensureSubscribed(), `${sub}'s subscribe`);
     // The raw `info` reply, as the stock client's `presence.info()` gets it before its state.
     const performer = channel as unknown as { perform(a: string, p: object): Promise<unknown> };
-    const info = () => performer.perform('$presence:info', {}) as Promise<PresenceMessage>;
+    const info = () =>
+      within(performer.perform('$presence:info', {}) as Promise<PresenceMessage>, `${sub}'s info`);
     return { c, channel, events, info };
+  }
+  /** `promise`, or a failure naming `what` after 20 s: a stuck step says which it is. */
+  function within<T>(promise: Promise<T>, what: string, ms = 20_000): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms: ${what}`)), ms);
+    });
+    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
   }
   /** Waits until `events` holds `n`, then a moment more: nothing else may come. */
   async function settled(events: PresenceMessage[], n: number, ms = 1_500) {
@@ -652,7 +661,7 @@ describe('presence with the stock client (channel.presence: join, leave, info; R
       restored.push(Boolean(event.restored));
     });
     carol.c.disconnect();
-    await carol.c.connect();
+    await within(carol.c.connect(), "carol's reconnect");
     expect(restored).toEqual([true]);
     await new Promise((r) => setTimeout(r, TTL_MS + 3_000));
     expect(watcher.events).toEqual([carolJoined]);
