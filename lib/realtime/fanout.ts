@@ -1,5 +1,5 @@
 import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../broker/types.js';
-import { type Clock, systemClock } from '../kernel/clock.js';
+import { systemClock } from '../kernel/clock.js';
 import { forEachConcurrently } from '../kernel/concurrency.js';
 import { ConfigError, errorMessage, ThrottledError } from '../kernel/errors.js';
 import { type Logger, noopLogger } from '../kernel/logger.js';
@@ -7,18 +7,8 @@ import type { ConnectionApi } from './connection-api.js';
 import type { ConnectionStore, Subscription } from './connections.js';
 import type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
 import type { FanoutOptions } from './fanout-options.js';
-import {
-  type FanoutTask,
-  type FanoutTaskReport,
-  type FanoutTasksOptions,
-  FanoutTree,
-} from './fanout-tree.js';
-import {
-  disconnectGone,
-  type GonePolicy,
-  type PresenceDropper,
-  type SessionFinisher,
-} from './gone.js';
+import { type FanoutTask, type FanoutTaskReport, FanoutTree } from './fanout-tree.js';
+import { disconnectGone, type GonePolicy } from './gone.js';
 import { broadcastFrame } from './protocol.js';
 import { type RemoteCommandDeps, removeSubscribers, runRemoteCommand } from './remote.js';
 import { MemoryRevocationStore, type RevocationStore } from './revocations.js';
