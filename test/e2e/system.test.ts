@@ -361,16 +361,9 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     await dynamodb.send(
       new PutItemCommand({
         TableName: table,
-        Item: {
-          pk: { S: `c#${ghost}` },
-          sk: { S: 'c' },
-          connectionId: { S: ghost },
-          // No bucket: the pinger (which lists connections by bucket) must not find it
-          // first; this test is about the fan-out's 410 handling.
-          sid: { S: 'ghost' },
-          protocol: { S: 'actioncable-v1-ext-json' },
-          connectedAt: { N: '0' },
-        },
+        // No bucket: the pinger (which lists connections by bucket) must not find it
+        // first; this test is about the fan-out's 410 handling.
+        Item: ghostConnection(ghost, 'ghost'),
       }),
     );
     for (let i = 0; i < 20; i++) await publish(stream, JSON.stringify({ i }));
@@ -714,14 +707,7 @@ describe('presence with the stock client (channel.presence: join, leave, info; R
     const table = stack.resources.tables.connections;
     const items: Record<string, AttributeValue>[] = [
       ghostSubscription(ghost, stream),
-      {
-        pk: { S: `c#${ghost}` },
-        sk: { S: 'c' },
-        connectionId: { S: ghost },
-        sid: { S: 'presence-ghost' },
-        protocol: { S: 'actioncable-v1-ext-json' },
-        connectedAt: { N: '0' },
-      },
+      ghostConnection(ghost, 'presence-ghost'),
     ];
     for (const Item of items) {
       await dynamodb.send(new PutItemCommand({ TableName: table, Item }));
@@ -929,5 +915,17 @@ function ghostSubscription(ghost: string, stream: string): Record<string, Attrib
     identifier: { S: 'ghost' },
     fanKey: { S: `${stream}#0` },
     fanSort: { S: subscriberSortKey(ghost) },
+  };
+}
+
+/** The connection item of that ghost: connected long ago, without a pinger bucket. */
+function ghostConnection(ghost: string, sid: string): Record<string, AttributeValue> {
+  return {
+    pk: { S: `c#${ghost}` },
+    sk: { S: 'c' },
+    connectionId: { S: ghost },
+    sid: { S: sid },
+    protocol: { S: 'actioncable-v1-ext-json' },
+    connectedAt: { N: '0' },
   };
 }
