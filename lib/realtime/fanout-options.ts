@@ -41,8 +41,9 @@ export interface FanoutOptions {
   readonly goneGraceMs?: number;
   /**
    * Later passes over throttled posts ({@link ThrottledError}), for just the connections still
-   * missing the frame; then it is counted undelivered and logged. Other failures are not
-   * retried: a post that timed out may have been delivered.
+   * missing the frame; then it is counted undelivered and logged. Other failures get no later
+   * pass: the connection API has already tried a 5xx or a reset socket again at once (such a
+   * frame may arrive twice), and the frame is counted undelivered.
    * @default 5
    */
   readonly retryPasses?: number;

@@ -1,4 +1,4 @@
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { type AddressInfo, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,6 +109,9 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
+  // What the functions logged, for a failure's post-mortem (CI keeps only the test's output).
+  const keep = process.env.LAMBDACABLE_E2E_OUTPUT;
+  if (keep) await writeFile(keep, output);
   clients?.disconnectAll();
   dynamodb?.destroy();
   await stack?.stop();
@@ -558,8 +561,11 @@ describe('presence with the stock client (channel.presence: join, leave, info; R
     await within(channel.ensureSubscribed(), `${sub}'s subscribe`);
     // The raw `info` reply, as the stock client's `presence.info()` gets it before its state.
     const performer = channel as unknown as { perform(a: string, p: object): Promise<unknown> };
-    const info = () =>
-      within(performer.perform('$presence:info', {}) as Promise<PresenceMessage>, `${sub}'s info`);
+    const info = (when = '') =>
+      within(
+        performer.perform('$presence:info', {}) as Promise<PresenceMessage>,
+        `${sub}'s info${when ? ` ${when}` : ''}`,
+      );
     return { c, channel, events, info };
   }
   /** `promise`, or a failure naming `what` after 20 s: a stuck step says which it is. */
@@ -650,17 +656,19 @@ describe('presence with the stock client (channel.presence: join, leave, info; R
     expect(restored).toEqual([true]);
     await new Promise((r) => setTimeout(r, TTL_MS + 3_000));
     expect(watcher.events).toEqual([carolJoined]);
-    expect((await watcher.info()).records).toEqual([{ id: 'carol', info: { away: false } }]);
+    expect((await watcher.info('after the restore')).records).toEqual([
+      { id: 'carol', info: { away: false } },
+    ]);
 
     // Gone without a leave: present for the TTL, then a leave, with no one acting on the stream.
     const dropped = Date.now();
     carol.c.disconnect();
     await new Promise((r) => setTimeout(r, TTL_MS / 2));
-    expect((await watcher.info()).total).toBe(1);
+    expect((await watcher.info('while carol is dropped')).total).toBe(1);
     await until(() => watcher.events.length >= 2, 20_000, "carol's leave");
     expect(Date.now() - dropped).toBeGreaterThanOrEqual(TTL_MS);
     expect(await settled(watcher.events, 2)).toEqual([carolJoined, { type: 'leave', id: 'carol' }]);
-    expect(await watcher.info()).toEqual({ type: 'info', total: 0, records: [] });
+    expect(await watcher.info('after carol left')).toEqual({ type: 'info', total: 0, records: [] });
     watcher.c.disconnect();
   }, 150_000);
 
@@ -724,7 +732,7 @@ describe('presence with the stock client (channel.presence: join, leave, info; R
     await until(() => watcher.events.length >= 1, 30_000, "the ghost's leave");
     expect(Date.now() - posted).toBeGreaterThanOrEqual(TTL_MS);
     expect(await settled(watcher.events, 1)).toEqual([{ type: 'leave', id: 'ghost' }]);
-    expect(await watcher.info()).toEqual({ type: 'info', total: 0, records: [] });
+    expect(await watcher.info('after carol left')).toEqual({ type: 'info', total: 0, records: [] });
     watcher.c.disconnect();
   }, 60_000);
 });

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { ApiGatewayConnectionApi } from '../../lib/aws';
 import { AwsResourceError, ThrottledError } from '../../lib/core';
@@ -96,6 +98,51 @@ describe('ApiGatewayConnectionApi', () => {
     expect(error).toBeInstanceOf(AwsResourceError);
     expect(error).not.toBeInstanceOf(ThrottledError);
     expect(seen).toHaveLength(5);
+  });
+
+  it('retries a post whose socket is reset (a keep-alive socket the endpoint closed), then delivers', async () => {
+    // A real HTTP endpoint on loopback and the SDK's own HTTP handler: the first `resets`
+    // requests have their socket destroyed (the client sees ECONNRESET, which the SDK names
+    // TimeoutError), as when a reused keep-alive socket was closed by the server while idle.
+    const endpoint = async (resets: number) => {
+      const seen: string[] = [];
+      const server = createServer((req, res) => {
+        seen.push(`${req.method} ${req.url}`);
+        if (seen.length <= resets) {
+          req.socket.destroy();
+          return;
+        }
+        res.writeHead(200).end();
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const client = new ApiGatewayConnectionApi({
+        endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/local`,
+        backoffMs: 1,
+        clientConfig: {
+          region: 'us-east-1',
+          credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+        },
+      });
+      const done = () => {
+        client.destroy();
+        server.closeAllConnections();
+        return new Promise((r) => server.close(r));
+      };
+      return { client, seen, done };
+    };
+    const once = await endpoint(1);
+    expect(await once.client.post('c5', '{"type":"presence"}')).toBe('sent');
+    expect(once.seen).toEqual(['POST /local/@connections/c5', 'POST /local/@connections/c5']);
+    await once.done();
+
+    // Reset on every attempt: an AwsResourceError naming the cause, after maxAttempts (5).
+    const always = await endpoint(Number.POSITIVE_INFINITY);
+    const error = await always.client.post('c6', '{}').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AwsResourceError);
+    expect(error).not.toBeInstanceOf(ThrottledError);
+    expect((error as Error).message).toMatch(/failed for c6: TimeoutError ECONNRESET/);
+    expect(always.seen).toHaveLength(5);
+    await always.done();
   });
 
   it('closes a connection with DeleteConnection', async () => {

@@ -4,6 +4,7 @@ import {
   DeleteConnectionCommand,
   PostToConnectionCommand,
 } from '@aws-sdk/client-apigatewaymanagementapi';
+import { isTransientError } from '@smithy/core/retry';
 import { AwsResourceError, ThrottledError } from '../../../kernel/errors.js';
 import type { ConnectionApi } from '../../../realtime/connection-api.js';
 
@@ -24,8 +25,10 @@ export interface ApiGatewayConnectionApiOptions {
    */
   readonly createClient?: (endpoint: string) => ApiGatewayManagementApiClient;
   /**
-   * Attempts of a throttled call (`LimitExceededException`, HTTP 429) or one that met a 5xx;
-   * a call still throttled after the last throws {@link ThrottledError}.
+   * Attempts of a call that was throttled (`LimitExceededException`, HTTP 429), met a 5xx, or
+   * met a transient network error (the SDK's own classification: a reset or timed-out socket,
+   * such as a keep-alive socket the endpoint closed while idle); a call still throttled after
+   * the last throws {@link ThrottledError}.
    * @default 5
    */
   readonly maxAttempts?: number;
@@ -106,15 +109,24 @@ export class ApiGatewayConnectionApi implements ConnectionApi {
         if (status === 410 || nameOf(error) === 'GoneException') return 'gone';
         const throttled = status === 429 || nameOf(error) === 'LimitExceededException';
         // A 5xx is retried like a throttle: the SDK client's own retries are best left off
-        // (functions/runtime.ts), so that the two do not multiply.
+        // (functions/runtime.ts), so that the two do not multiply. So is a transient network
+        // error, which the SDK's retries would have taken: a keep-alive socket that the endpoint
+        // closed after idling is reset on reuse (ECONNRESET, named TimeoutError), and with no
+        // retry the frame (an `info` reply the client waits for) would be lost. The request may
+        // have reached the endpoint: a frame can then arrive twice, never not at all.
         const serverError = status !== undefined && status >= 500;
-        if ((throttled || serverError) && attempt < attempts) {
+        const transient =
+          error instanceof Error &&
+          isTransientError(error as Parameters<typeof isTransientError>[0]);
+        if ((throttled || serverError || transient) && attempt < attempts) {
           const delay = backoff * 2 ** (attempt - 1);
           await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
           continue;
         }
         const resource = endpoint || this.options.endpoint || 'execute-api';
-        const message = `${operation} on ${resource} failed for ${connectionId}: ${nameOf(error)} (HTTP ${status ?? '?'})`;
+        const code = (error as { code?: unknown })?.code;
+        const cause = typeof code === 'string' ? `${nameOf(error)} ${code}` : nameOf(error);
+        const message = `${operation} on ${resource} failed for ${connectionId}: ${cause} (HTTP ${status ?? '?'})`;
         const fields = { resource, ids: [connectionId], cause: error };
         throw throttled
           ? new ThrottledError(message, fields)
