@@ -145,7 +145,8 @@ export interface PresenceReadOptions {
  * A stream's presence, for services (an HTTP handler, a consumer): who is on the stream now,
  * as its subscribers' `info()` shows it. `total` is exact; `records` holds at most `limit`
  * members, in id order (UTF-8 bytes). With `DynamoPresenceStore` (`lambdacable/aws`) this is
- * one strongly consistent Query on the stream's members.
+ * strongly consistent: one Query on the stream's members, and one of its count items on a
+ * stream of more than `limit` members.
  */
 export function presenceOf(
   store: Pick<PresenceStore, 'members'>,

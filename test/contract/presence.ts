@@ -241,6 +241,40 @@ export function presenceStoreContract(
       expect(page.records).toEqual(['a', 'b', 'c'].map((id) => ({ id, info: { id } })));
       expect((await store.members(stream, T0)).records).toHaveLength(7);
       expect(await store.members(uid('stream'), T0)).toEqual({ total: 0, records: [] });
+      expect(await store.members(uid('stream'), T0, 0)).toEqual({ total: 0, records: [] });
+    });
+
+    it('counts members past the records exactly while many ids join and leave at once', async () => {
+      const conns = Array.from({ length: 40 }, (_, i) => ({ c: uid('c'), id: `id${i}` }));
+      await Promise.all(conns.map(({ c, id }) => store.join(stream, c, id, null, T0)));
+      // A second session of some ids, and the leave of others' only session, at once.
+      await Promise.all([
+        ...conns.slice(0, 10).map(({ id }) => store.join(stream, uid('c'), id, null, T0)),
+        ...conns.slice(25).map(({ c }) => store.leave(stream, c, T0)),
+      ]);
+      for (const limit of [0, 3, 100]) {
+        const page = await store.members(stream, T0, limit);
+        expect({ limit, total: page.total, records: page.records.length }).toEqual({
+          limit,
+          total: 25,
+          records: Math.min(limit, 25),
+        });
+      }
+    });
+
+    it('counts an id once when a join takes the place of its expired member', async () => {
+      await store.join(stream, uid('c'), 'alice', null, T0);
+      // Past every item's safety-net TTL: the member is expired, not yet deleted.
+      const later = T0 + 24 * 3600 * 1000;
+      expect((await store.members(stream, later)).total).toBeLessThanOrEqual(1);
+      await store.join(stream, uid('c'), 'alice', null, later);
+      await store.join(stream, uid('c'), 'bob', null, later);
+      for (const limit of [0, 1, 100]) {
+        expect({ limit, total: (await store.members(stream, later, limit)).total }).toEqual({
+          limit,
+          total: 2,
+        });
+      }
     });
 
     it('refuses an id or info over its limit, and an empty id', async () => {
@@ -283,10 +317,12 @@ export function presenceStoreContract(
           }),
         );
         const present = lastJoined.some(Boolean) ? 1 : 0;
-        expect({ trial, total: (await store.members(s, T0)).total }).toEqual({
+        // Read whole (limit 100), and past the records (limit 0: the count of a large stream).
+        expect({
           trial,
-          total: present,
-        });
+          total: (await store.members(s, T0)).total,
+          counted: (await store.members(s, T0, 0)).total,
+        }).toEqual({ trial, total: present, counted: present });
         expect({ trial, events }).toEqual({ trial, events: present });
         const written = await committed(s);
         expect({ trial, balance: balance(written), alternate: alternate(written) }).toEqual({
@@ -326,10 +362,11 @@ export function presenceStoreContract(
         ];
         await Promise.all([...expiries, ...others]);
         const present = restore ? 1 : 0;
-        expect({ trial, total: (await store.members(s, T0 + TTL)).total }).toEqual({
+        expect({
           trial,
-          total: present,
-        });
+          total: (await store.members(s, T0 + TTL)).total,
+          counted: (await store.members(s, T0 + TTL, 0)).total,
+        }).toEqual({ trial, total: present, counted: present });
         expect({ trial, events }).toEqual({ trial, events: present });
         const written = await committed(s);
         expect({ trial, balance: balance(written), alternate: alternate(written) }).toEqual({

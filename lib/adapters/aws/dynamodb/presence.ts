@@ -24,13 +24,13 @@ import {
   type PresenceJoin,
   type PresenceLeave,
   type PresenceLeft,
-  type PresenceMember,
   type PresenceMembers,
   type PresenceStore,
   storedInfo,
 } from '../../../realtime/presence.js';
 import { awsCall } from '../call.js';
 import { BUCKET_INDEX } from './connections.js';
+import { countUpdates, readMembers } from './presence-count.js';
 import {
   addSession,
   createMember,
@@ -142,7 +142,8 @@ export class DynamoPresenceStore implements PresenceStore {
         if (removal) items.push(removal.item);
         if (removal?.last) left = previous;
       }
-      const member = await this.member(stream, id, nowMs);
+      const stored = await this.get(memberKey(stream, id));
+      const member = stored && live(toMember(stored), nowMs);
       items.push(
         member
           ? addSession(t, stream, id, connectionId, infoJson, nowMs)
@@ -151,6 +152,9 @@ export class DynamoPresenceStore implements PresenceStore {
       const changes: PresenceChange[] = [];
       if (left !== undefined) changes.push({ stream, type: 'leave', id: left });
       if (!member) changes.push(joinChange(stream, id, infoJson));
+      // An expired member this join replaces is still counted: the new one takes its place.
+      const counted = stored && !member ? changes.filter((c) => c.type !== 'join') : changes;
+      items.push(...countUpdates(t, counted, nowMs));
       if (await this.transact(items, [connectionId], changes)) {
         return left === undefined ? { joined: !member } : { joined: !member, left };
       }
@@ -169,6 +173,7 @@ export class DynamoPresenceStore implements PresenceStore {
       const items = [deleteRecord(this.table, connectionId, stream, id)];
       if (removal) items.push(removal.item);
       const changes = removal?.last ? [{ stream, type: 'leave' as const, id }] : [];
+      items.push(...countUpdates(this.table, changes, nowMs));
       if (await this.transact(items, [connectionId], changes)) {
         return removal?.last ? { id, left: id } : { id };
       }
@@ -287,6 +292,7 @@ export class DynamoPresenceStore implements PresenceStore {
           : undefined;
       if (removal) items.push(removal.item);
       const changes = removal?.last ? [{ stream, type: 'leave' as const, id }] : [];
+      items.push(...countUpdates(this.table, changes, nowMs));
       if (await this.transact(items, [connectionId], changes)) {
         return removal?.last ? { stream, id } : undefined;
       }
@@ -297,35 +303,12 @@ export class DynamoPresenceStore implements PresenceStore {
   }
 
   /**
-   * One Query on the stream's members (strongly consistent), every page read for the exact
-   * `total`: its cost grows with the number of members (a page is 1 MB, thousands of them).
+   * The stream's first `limit` members in id order (strongly consistent), and `total`: counted
+   * by reading them when they fit in one read, else by the stream's count shards
+   * ({@link readMembers}): the cost of a read does not grow with the stream's members.
    */
-  async members(stream: string, nowMs: number, limit = 100): Promise<PresenceMembers> {
-    const records: PresenceMember[] = [];
-    let total = 0;
-    if (utf8Bytes(stream) > MAX_STREAM_BYTES) return { total, records };
-    for await (const items of this.query(stream, {
-      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :m)',
-      FilterExpression: '#e >= :now',
-      ProjectionExpression: '#id, #i, #e',
-      ExpressionAttributeNames: { '#id': 'id', '#i': 'info', '#e': 'expiresAt' },
-      ExpressionAttributeValues: {
-        ':pk': { S: `p#${stream}` },
-        ':m': { S: 'm#' },
-        ':now': { N: String(Math.floor(nowMs / 1000)) },
-      },
-      ConsistentRead: true,
-    })) {
-      total += items.length;
-      for (const item of items.slice(0, Math.max(0, limit - records.length))) {
-        const json = typeof item.info === 'string' ? item.info : undefined;
-        records.push({
-          id: String(item.id),
-          info: json === undefined ? undefined : JSON.parse(json),
-        });
-      }
-    }
-    return { total, records };
+  members(stream: string, nowMs: number, limit = 100): Promise<PresenceMembers> {
+    return readMembers(this.options.client, this.table, stream, nowMs, limit);
   }
 
   /** A member as read now (strongly consistent); an expired one is none. */
@@ -335,8 +318,7 @@ export class DynamoPresenceStore implements PresenceStore {
     nowMs: number,
   ): Promise<StoredMember | undefined> {
     const item = await this.get(memberKey(stream, id));
-    const member = item && toMember(item);
-    return member && member.expiresAt >= Math.floor(nowMs / 1000) ? member : undefined;
+    return item && live(toMember(item), nowMs);
   }
 
   private async get(key: ItemKey): Promise<Record<string, unknown> | undefined> {
@@ -393,4 +375,9 @@ export class DynamoPresenceStore implements PresenceStore {
   ): AsyncIterable<Record<string, unknown>[]> {
     return queryPages(this.options.client, this.table, id, input);
   }
+}
+
+/** The member, unless it is expired (an item its TTL has not deleted yet). */
+function live(member: StoredMember, nowMs: number): StoredMember | undefined {
+  return member.expiresAt >= Math.floor(nowMs / 1000) ? member : undefined;
 }
