@@ -7,6 +7,7 @@ import { benchKeepalive } from './keepalive';
 import { benchCrowds, benchPathLatency } from './local-stack';
 import { benchPostCpu } from './post-cpu';
 import { benchPresenceCost, PRESENCE_BENCH_ENV } from './presence-cost';
+import { benchPresenceRead } from './presence-read';
 import { benchRelay } from './relay';
 import {
   fanoutFigures,
@@ -30,6 +31,7 @@ const SECTIONS = [
   'keepalive',
   'post-cpu',
   'fanout-reads',
+  'presence-read',
   'path-latency',
   'delivery-cost',
   'connect-cost',
@@ -84,6 +86,12 @@ if (runs('fanout-reads')) {
   printFigures(
     'Fan-out reads: our byStreamShard Query vs the AWS sample chat app Scan (DynamoDB Local)',
     await benchFanoutReads(),
+  );
+}
+if (runs('presence-read')) {
+  printFigures(
+    'Presence read of a large stream (info, presenceOf): the count items vs reading every member',
+    await benchPresenceRead(),
   );
 }
 
