@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   type AttributeValue,
   type DynamoDBClient,
@@ -7,7 +8,6 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { MAX_STREAM_BYTES, utf8Bytes } from '../../../kernel/limits.js';
-import { bucketOf } from '../../../realtime/partitions.js';
 import type {
   PresenceChange,
   PresenceMember,
@@ -38,9 +38,18 @@ export const COUNT_SHARDS = 32;
  */
 export const COUNT_ITEM_TTL_MS = 30 * 24 * 3600 * 1000;
 
-/** The count item of `stream` that counts `id`. */
+/**
+ * The count item of `stream` that counts `id`: the shard from the id's SHA-256, so that ids
+ * alike (`user-1`, `user-2`, ...) still spread over every shard (a multiplicative string hash
+ * such as the pinger's `bucketOf` put 1,000 sequential ids on 28 of 32).
+ */
 export function countKey(stream: string, id: string): { pk: { S: string }; sk: { S: string } } {
-  return { pk: { S: `p#${stream}` }, sk: { S: `n#${bucketOf(id, COUNT_SHARDS)}` } };
+  return { pk: { S: `p#${stream}` }, sk: { S: `n#${countShardOf(id)}` } };
+}
+
+/** The shard, 0 to {@link COUNT_SHARDS} − 1, of a presence id. */
+export function countShardOf(id: string): number {
+  return createHash('sha256').update(id).digest().readUInt32BE(0) % COUNT_SHARDS;
 }
 
 /**
