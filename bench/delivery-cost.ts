@@ -1,13 +1,11 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local/services';
-import type { PollerInvocation } from '../infra/local/sqs-poller';
-import type { RecordedCall } from '../lib/adapters/aws/call-log';
 import { DynamoConnectionStore } from '../lib/aws';
 import { createConnectToken, signStreamName } from '../lib/core';
 import { meterCapacity } from './capacity';
-import { costOf, gbSeconds, type Usage } from './prices';
+import { type Run, type Tally, tally, usagePerEvent } from './delivery-tally';
+import { memoryOf } from './function-memory';
+import { costOf, type Usage } from './prices';
 import { type BenchSecrets, type BenchStack, broadcastOverHttp, sleep } from './stack';
 import type { Figure } from './util';
 import { BenchClient, failures, inWaves, signedIdentifier } from './ws-clients';
@@ -25,170 +23,6 @@ const COST_GOAL = 1.2;
 /** After the last delivery, the pollers still delete the batch: their calls belong to the run. */
 const SETTLE_MS = 1_500;
 const DELIVERY_TIMEOUT_MS = 60_000;
-
-/** The functions' memory (MB) from serverless.yml: the provider's, or a function's own. */
-export function memoryOf(functionName: string, yml = readServerlessYml()): number {
-  let provider = 128;
-  let current: string | undefined;
-  let inFunctions = false;
-  let own: number | undefined;
-  for (const line of yml.split('\n')) {
-    if (/^\S/.test(line)) inFunctions = line.startsWith('functions:');
-    const top = /^ {2}memorySize:\s*(\d+)/.exec(line);
-    if (top && !inFunctions) provider = Number(top[1]);
-    const fn = inFunctions ? /^ {2}(\w+):\s*$/.exec(line) : null;
-    if (fn) current = fn[1];
-    const mine = inFunctions ? /^ {4}memorySize:\s*(\d+)/.exec(line) : null;
-    if (mine && current === functionName) own = Number(mine[1]);
-  }
-  return own ?? provider;
-}
-
-function readServerlessYml(): string {
-  return readFileSync(join(import.meta.dirname, '..', 'serverless.yml'), 'utf8');
-}
-
-/** `lambdacable-local-broadcast` → `broadcast`. */
-const shortName = (fn: string) => fn.replace(/^lambdacable-local-/, '');
-/** `DynamoDBClient` → `DynamoDB`. */
-const service = (client: string) => client.replace(/Client$/, '');
-
-/** What one run (a series of broadcasts) made. */
-interface Run {
-  readonly label: string;
-  readonly events: number;
-  readonly calls: RecordedCall[];
-  readonly pollerCalls: RecordedCall[];
-  readonly invocations: PollerInvocation[];
-  /** Round trips of the POSTs: an upper bound of httpBroadcast's duration. */
-  readonly postMs: number[];
-  readonly duplicates: number;
-}
-
-/** A run's requests per event, by caller and operation, and what they are. */
-interface Tally {
-  /** Billed requests on the path, but the per-subscriber posts. */
-  readonly path: Map<string, number>;
-  /** The functions' SDK calls among them. */
-  readonly pathCalls: RecordedCall[];
-  readonly posts: number;
-  /** Requests of the pinger, and of connection functions (none expected). */
-  readonly aside: Map<string, number>;
-  /** Stream reads of the relay's event source mapping (free) and empty SQS receives (idle). */
-  readonly idle: Map<string, number>;
-  readonly invocations: Map<string, number>;
-  readonly durationMs: Map<string, number>;
-}
-
-function tally(run: Run): Tally {
-  const path = new Map<string, number>();
-  const aside = new Map<string, number>();
-  const idle = new Map<string, number>();
-  const add = (m: Map<string, number>, key: string, n = 1) => m.set(key, (m.get(key) ?? 0) + n);
-  let posts = 0;
-  const pathCalls: RecordedCall[] = [];
-  for (const c of run.calls) {
-    const fn = shortName(c.function);
-    const key = `${fn} ${service(c.client)}.${c.operation}`;
-    if (fn === 'broadcast' && c.operation === 'PostToConnection') posts++;
-    else if (fn === 'pinger' || fn.startsWith('ws')) add(aside, key);
-    else {
-      add(path, key);
-      pathCalls.push(c);
-    }
-  }
-  const invocations = new Map<string, number>();
-  const durationMs = new Map<string, number>();
-  invocations.set('httpBroadcast', run.postMs.length);
-  durationMs.set(
-    'httpBroadcast',
-    run.postMs.reduce((a, b) => a + b, 0),
-  );
-  for (const i of run.invocations) {
-    const fn = shortName(i.functionName);
-    add(invocations, fn);
-    add(durationMs, fn, i.ms);
-  }
-  for (const c of run.pollerCalls) {
-    const fn = shortName(c.function.replace(/ event source mapping$/, ''));
-    const key = `${fn} mapping ${service(c.client)}.${c.operation}`;
-    if (c.client === 'DynamoDBStreamsClient') add(idle, `${key} (free to Lambda)`);
-    else if (c.operation !== 'ReceiveMessage') add(path, key);
-  }
-  // One receive per invocation brought its batch; the others came back empty (idle polling).
-  const receives = new Map<string, number>();
-  for (const c of run.pollerCalls) {
-    if (c.operation === 'ReceiveMessage') {
-      add(receives, shortName(c.function.replace(/ event source mapping$/, '')));
-    }
-  }
-  for (const [fn, n] of receives) {
-    const batches = Math.min(n, invocations.get(fn) ?? 0);
-    if (batches > 0) add(path, `${fn} mapping SQS.ReceiveMessage`, batches);
-    if (n > batches) add(idle, `${fn} mapping SQS.ReceiveMessage (empty)`, n - batches);
-  }
-  for (const [fn, n] of invocations) add(path, `${fn} Lambda invocation`, n);
-  add(path, 'API Gateway HTTP API request (POST /_broadcast)', run.postMs.length);
-  return { path, pathCalls, posts, aside, idle, invocations, durationMs };
-}
-
-/**
- * DynamoDB units of the recorded calls, by AWS's on-demand rules: every item here is under
- * 1 KB (writes) and 4 KB (reads); a transactional item costs twice; a `GetItem` is counted as
- * consistent (the log does not say; the path's reads are); a `Query` of the stream index as
- * measured on the same table (`queryUnits` per page).
- */
-function dynamodbUnits(
-  calls: readonly RecordedCall[],
-  queryUnits: number,
-): {
-  wru: number;
-  rru: number;
-} {
-  let wru = 0;
-  let rru = 0;
-  for (const c of calls) {
-    if (c.client !== 'DynamoDBClient') continue;
-    const items = Array.isArray(c.input.TransactItems) ? c.input.TransactItems.length : 1;
-    switch (c.operation) {
-      case 'GetItem':
-        rru += 1;
-        break;
-      case 'Query':
-        rru += c.input.IndexName === 'byStreamShard' ? queryUnits : 0.5;
-        break;
-      case 'TransactWriteItems':
-        wru += 2 * items;
-        break;
-      case 'TransactGetItems':
-        rru += 2 * items;
-        break;
-      // One item per BatchWriteItem here: the producer writes one item per partition per
-      // request, and every event of a run has the same partition (the stream).
-      default:
-        wru += 1;
-    }
-  }
-  return { wru, rru };
-}
-
-/** A run's list price per event (one broadcast to its subscribers). */
-function usagePerEvent(run: Run, t: Tally, queryUnits: number): Usage {
-  const perEvent = (n: number) => n / run.events;
-  const sqs = [...t.path].filter(([key]) => / SQS\./.test(key)).reduce((n, [, v]) => n + v, 0);
-  let gbs = 0;
-  for (const [fn, ms] of t.durationMs) gbs += gbSeconds(ms, memoryOf(fn));
-  const units = dynamodbUnits(t.pathCalls, queryUnits);
-  return {
-    apiGatewayMessages: perEvent(t.posts),
-    httpApiRequests: perEvent(run.postMs.length),
-    lambdaRequests: perEvent([...t.invocations.values()].reduce((a, b) => a + b, 0)),
-    lambdaGbSeconds: perEvent(gbs),
-    dynamodbWriteUnits: perEvent(units.wru),
-    dynamodbReadUnits: perEvent(units.rru),
-    sqsFifoRequests: perEvent(sqs),
-  };
-}
 
 const fixed = (n: number, digits = 2) => n.toFixed(digits);
 /** Requests of a tally's path whose key matches. */

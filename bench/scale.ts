@@ -13,7 +13,7 @@ import {
   MemoryConnectionStore,
   MemorySessionCache,
 } from '../lib/testing';
-import { memoryOf } from './delivery-cost';
+import { memoryOf } from './function-memory';
 import type { LocalScaleResult } from './scale-local';
 import type { Figure } from './util';
 
