@@ -1,8 +1,12 @@
-import { QueryCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
+import {
+  QueryCommand,
+  TransactionCanceledException,
+  type TransactWriteItem,
+} from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { DynamoPresenceStore } from '../../lib/aws';
-import type { PresenceChange } from '../../lib/core';
+import { type PresenceChange, ThrottledError } from '../../lib/core';
 import { presenceStoreContract } from '../contract/presence';
 import { localClients, testResources } from '../helpers/aws';
 
@@ -128,5 +132,69 @@ describe('DynamoPresenceStore under a race between read and write', () => {
       id: 'alice',
       left: 'alice',
     });
+  });
+});
+
+/**
+ * A store whose first `conflicts` transactions are cancelled as DynamoDB cancels one that met
+ * another on an item (`TransactionConflict`), before they reach DynamoDB Local: the emulator
+ * runs transactions one at a time and never produces it.
+ */
+async function conflictingStore(conflicts: number) {
+  const res = await resources();
+  const client = localClients().dynamodb;
+  const tries = { transactions: 0 };
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (context.commandName !== 'TransactWriteItemsCommand') return next(args);
+      tries.transactions++;
+      if (tries.transactions > conflicts) return next(args);
+      const items = (args.input as { TransactItems: unknown[] }).TransactItems;
+      throw new TransactionCanceledException({
+        message: 'Transaction cancelled, please refer cancellation reasons for specific reasons',
+        $metadata: { httpStatusCode: 400 },
+        CancellationReasons: items.map((_, i) => ({
+          Code: i === 0 ? 'TransactionConflict' : 'None',
+        })),
+      });
+    },
+    { step: 'initialize' },
+  );
+  const tableName = res.tables.connections;
+  return {
+    store: new DynamoPresenceStore({ client, tableName }),
+    reader: new DynamoPresenceStore({ client: res.dynamodb, tableName }),
+    tries,
+  };
+}
+
+describe('DynamoPresenceStore when a transaction meets another (TransactionConflict)', () => {
+  it('tries again until it commits: one join, the member and its count item once', async () => {
+    const { store, reader, tries } = await conflictingStore(5);
+    const stream = `conflict-${Date.now()}-1`;
+    expect(await store.join(stream, 'a', 'alice', { n: 1 }, T0)).toEqual({ joined: true });
+    expect(tries.transactions).toBe(6);
+    expect(await store.join(stream, 'b', 'bob', { n: 2 }, T0)).toEqual({ joined: true });
+    expect(tries.transactions).toBe(7);
+    // A limit of 0 reads one member item, not both: the total comes from the count items.
+    expect(await reader.members(stream, T0, 0)).toEqual({ total: 2, records: [] });
+    expect(await reader.leave(stream, 'a', T0)).toEqual({ id: 'alice', left: 'alice' });
+    expect(await reader.members(stream, T0, 0)).toEqual({ total: 1, records: [] });
+    expect(await reader.members(stream, T0)).toEqual({
+      total: 1,
+      records: [{ id: 'bob', info: { n: 2 } }],
+    });
+  });
+
+  it('gives up after 12 tries with a ThrottledError, and nothing is written', async () => {
+    const { store, reader, tries } = await conflictingStore(Number.POSITIVE_INFINITY);
+    const stream = `conflict-${Date.now()}-2`;
+    const error = await store.join(stream, 'a', 'alice', null, T0).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ThrottledError);
+    expect((error as Error).message).toMatch(/still conflicting after 12 tries/);
+    expect(tries.transactions).toBe(12);
+    expect(await reader.members(stream, T0)).toEqual({ total: 0, records: [] });
+    // No record either: a leave of the connection finds nothing to leave.
+    expect(await reader.leave(stream, 'a', T0)).toEqual({});
   });
 });
