@@ -25,8 +25,8 @@ export interface ApiGatewayConnectionApiOptions {
   readonly createClient?: (endpoint: string) => ApiGatewayManagementApiClient;
   /**
    * Attempts of a call that was throttled (`LimitExceededException`, HTTP 429), met a 5xx, or
-   * met a transient network error (the SDK's own classification: a reset or timed-out socket,
-   * such as a keep-alive socket the endpoint closed while idle); a call still throttled after
+   * met a transient network error (as the SDK's retries classify it: a reset or timed-out
+   * socket, such as a keep-alive socket the endpoint closed while idle); a call still throttled after
    * the last throws {@link ThrottledError}.
    * @default 5
    */
