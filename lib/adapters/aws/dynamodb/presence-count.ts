@@ -14,6 +14,7 @@ import type {
   PresenceMembers,
 } from '../../../realtime/presence.js';
 import { awsCall } from '../call.js';
+import { queryPages } from './query.js';
 import { ttlSeconds } from './ttl.js';
 
 /**
@@ -87,9 +88,9 @@ export function countUpdates(
 
 /**
  * The members of `stream` in id order, `limit` at most, strongly consistent: the member items
- * up to `limit` (one Query, another only when expired members were filtered out), and `total`
- * from them when that read reached the end, else from the count shards (one more Query of
- * {@link COUNT_SHARDS} small items). Never reads more than `limit` + 1 member items' pages.
+ * up to `limit` (one Query; another only for each page that held members past their
+ * safety-net TTL, which the filter drops), and `total` from them when that read reached the
+ * end, else from the count shards (one more Query of {@link COUNT_SHARDS} small items).
  */
 export async function readMembers(
   client: DynamoDBClient,
@@ -135,25 +136,22 @@ export async function readMembers(
   };
 }
 
-/** The sum of the stream's count shards: one Query. */
+/** The sum of the stream's count shards: one Query (its 32 items are one page). */
 async function countMembers(client: DynamoDBClient, table: string, stream: string) {
   let total = 0;
-  let start: Record<string, AttributeValue> | undefined;
-  do {
-    const out = await query(client, table, stream, {
-      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :n)',
-      ProjectionExpression: '#n',
-      ExpressionAttributeNames: { '#n': 'n' },
-      ExpressionAttributeValues: { ':pk': { S: `p#${stream}` }, ':n': { S: 'n#' } },
-      ExclusiveStartKey: start,
-      ConsistentRead: true,
-    });
-    for (const item of out.items) total += Number(item.n ?? 0);
-    start = out.next;
-  } while (start);
+  for await (const items of queryPages(client, table, stream, {
+    KeyConditionExpression: 'pk = :pk AND begins_with(sk, :n)',
+    ProjectionExpression: '#n',
+    ExpressionAttributeNames: { '#n': 'n' },
+    ExpressionAttributeValues: { ':pk': { S: `p#${stream}` }, ':n': { S: 'n#' } },
+    ConsistentRead: true,
+  })) {
+    for (const item of items) total += Number(item.n ?? 0);
+  }
   return total;
 }
 
+/** One page of a Query, and where the next starts (none: the read reached the end). */
 async function query(
   client: DynamoDBClient,
   table: string,
