@@ -2,14 +2,12 @@ import {
   type AttributeValue,
   BatchWriteItemCommand,
   CreateTableCommand,
-  DynamoDBClient,
   paginateScan,
 } from '@aws-sdk/client-dynamodb';
-import { createLocalResources } from '../infra/local/resources';
-import { LOCAL_CREDENTIALS, LOCAL_REGION, startDynamoDBLocal } from '../infra/local/services';
 import { DynamoConnectionStore } from '../lib/aws';
 import { signStreamName } from '../lib/core';
 import { type CapacityMeter, eventualReadUnits, itemBytes, meterCapacity } from './capacity';
+import { withDynamoDBLocal } from './dynamodb-local';
 import type { Figure } from './util';
 import { inWaves, signedIdentifier } from './ws-clients';
 
@@ -56,14 +54,7 @@ function sizeOf(items: readonly Record<string, AttributeValue>[]): number {
  * connections table (items of `connectionId` only) for every message.
  */
 export async function benchFanoutReads(): Promise<Figure[]> {
-  const ddb = await startDynamoDBLocal();
-  const dynamodb = new DynamoDBClient({
-    endpoint: ddb.endpoint,
-    region: LOCAL_REGION,
-    credentials: LOCAL_CREDENTIALS,
-  });
-  try {
-    const { tables } = await createLocalResources({ dynamodb, prefix: PREFIX });
+  return withDynamoDBLocal(PREFIX, async (dynamodb, tables) => {
     await dynamodb.send(
       new CreateTableCommand({
         TableName: SAMPLE_TABLE,
@@ -160,8 +151,5 @@ export async function benchFanoutReads(): Promise<Figure[]> {
         extra: `by item size: ${rru(sample.bySize)} (${sample.bytesPerItem} B/item)`,
       },
     ];
-  } finally {
-    dynamodb.destroy();
-    await ddb.stop();
-  }
+  });
 }

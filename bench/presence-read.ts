@@ -1,8 +1,7 @@
-import { DynamoDBClient, paginateQuery } from '@aws-sdk/client-dynamodb';
-import { createLocalResources } from '../infra/local/resources';
-import { LOCAL_CREDENTIALS, LOCAL_REGION, startDynamoDBLocal } from '../infra/local/services';
+import { type DynamoDBClient, paginateQuery } from '@aws-sdk/client-dynamodb';
 import { DynamoPresenceStore } from '../lib/aws';
 import { type CapacityMeter, itemBytes, meterCapacity } from './capacity';
+import { withDynamoDBLocal } from './dynamodb-local';
 import type { Figure } from './util';
 import { inWaves } from './ws-clients';
 
@@ -38,14 +37,7 @@ function cost(meter: CapacityMeter) {
  * member grows by the bytes per member, ours stays what the largest stream measured.
  */
 export async function benchPresenceRead(): Promise<Figure[]> {
-  const ddb = await startDynamoDBLocal();
-  const dynamodb = new DynamoDBClient({
-    endpoint: ddb.endpoint,
-    region: LOCAL_REGION,
-    credentials: LOCAL_CREDENTIALS,
-  });
-  try {
-    const { tables } = await createLocalResources({ dynamodb, prefix: PREFIX });
+  return withDynamoDBLocal(PREFIX, async (dynamodb, tables) => {
     const store = new DynamoPresenceStore({ client: dynamodb, tableName: tables.connections });
     const transactions = countTransactions(dynamodb);
     const now = Date.now();
@@ -125,10 +117,7 @@ export async function benchPresenceRead(): Promise<Figure[]> {
       extra: `${joins} joins; DynamoDB Local runs transactions one at a time, so none conflicts here: on AWS a join meeting another on its count item tries again (12 tries at most)`,
     });
     return figures;
-  } finally {
-    dynamodb.destroy();
-    await ddb.stop();
-  }
+  });
 }
 
 /** Counts the client's TransactWriteItems calls (each try of a presence change). */
