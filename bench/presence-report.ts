@@ -4,8 +4,8 @@
  */
 import type { PollerInvocation } from '../infra/local/sqs-poller';
 import type { RecordedCall } from '../lib/adapters/aws/call-log';
-import { MIN_BUCKETS } from '../lib/realtime/partitions';
-import { PRESENCE_EXPIRY_EVERY_MS } from '../lib/realtime/pinger';
+import { MIN_BUCKETS } from '../lib/realtime/keepalive/partitions';
+import { PRESENCE_EXPIRY_EVERY_MS } from '../lib/realtime/keepalive/pinger';
 import { memoryOf } from './function-memory';
 import { costOf, gbSeconds, PRICES, type Usage } from './prices';
 import type { OfflineInvocation } from './stack';

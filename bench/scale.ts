@@ -5,8 +5,8 @@ import {
   defaultGatewayConfig,
   type Fanout,
 } from '../lib/core';
-import { bucketOf, DEFAULT_LAYOUT, planLayout } from '../lib/realtime/partitions';
-import { spreadFor } from '../lib/realtime/spread';
+import { spreadFor } from '../lib/realtime/fanout/spread';
+import { bucketOf, DEFAULT_LAYOUT, planLayout } from '../lib/realtime/keepalive/partitions';
 import {
   InProcessTaskRunner,
   MemoryBroker,

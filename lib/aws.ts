@@ -13,7 +13,7 @@ export {
   AwsClient,
   type AwsClientOptions,
 } from './adapters/aws/client.js';
-export { DynamoAckStore, type DynamoAckStoreOptions } from './adapters/aws/dynamodb/acks.js';
+export { DynamoAckStore, type DynamoAckStoreOptions } from './adapters/aws/dynamodb/ack-store.js';
 export {
   DynamoBroker,
   type DynamoBrokerOptions,
@@ -53,12 +53,6 @@ export {
   type DynamoRateLimiterOptions,
 } from './adapters/aws/dynamodb/rate-limiter.js';
 export {
-  parseRelayFailure,
-  type RelayFailure,
-  type StreamFailureRecord,
-  streamFailureRecord,
-} from './adapters/aws/dynamodb/relay-failure.js';
-export {
   DynamoRevocationStore,
   type DynamoRevocationStoreOptions,
 } from './adapters/aws/dynamodb/revocations.js';
@@ -75,6 +69,37 @@ export {
   LambdaTaskRunner,
   type LambdaTaskRunnerOptions,
 } from './adapters/aws/lambda/task-runner.js';
+export {
+  parseRelayFailure,
+  type RelayFailure,
+  type StreamFailureRecord,
+  streamFailureRecord,
+} from './adapters/aws/relay/failure-record.js';
+export {
+  isParkedRecordBody,
+  PARKED_RECORD_KIND,
+  type ParkedRelayRecord,
+  parkedRecordBody,
+  parseParkedRecord,
+  type RelayParking,
+  SqsRelayParking,
+} from './adapters/aws/relay/parking.js';
+export {
+  deduplicationId,
+  HASHED_ID_PREFIX,
+  messageGroupId,
+  OutboxRelay,
+  type OutboxRelayOptions,
+  type RelayResult,
+} from './adapters/aws/relay/relay.js';
+export {
+  type RelayReplayOptions,
+  type RelayReplayReport,
+  type ReplayRelayFailuresOptions,
+  replayParkedRecord,
+  replayRelayFailure,
+  replayRelayFailures,
+} from './adapters/aws/relay/replay.js';
 export { AwsSecrets, type AwsSecretsOptions } from './adapters/aws/secrets.js';
 export {
   type BatchConsumerOptions,
@@ -92,28 +117,3 @@ export {
   type ParkedMessage,
   parkInDeadLetterQueue,
 } from './adapters/aws/sqs/dead-letter.js';
-export {
-  deduplicationId,
-  HASHED_ID_PREFIX,
-  messageGroupId,
-  OutboxRelay,
-  type OutboxRelayOptions,
-  type RelayResult,
-} from './adapters/aws/sqs/relay.js';
-export {
-  isParkedRecordBody,
-  PARKED_RECORD_KIND,
-  type ParkedRelayRecord,
-  parkedRecordBody,
-  parseParkedRecord,
-  type RelayParking,
-  SqsRelayParking,
-} from './adapters/aws/sqs/relay-parking.js';
-export {
-  type RelayReplayOptions,
-  type RelayReplayReport,
-  type ReplayRelayFailuresOptions,
-  replayParkedRecord,
-  replayRelayFailure,
-  replayRelayFailures,
-} from './adapters/aws/sqs/relay-replay.js';

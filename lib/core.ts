@@ -119,6 +119,26 @@ export {
 } from './messaging/types.js';
 export type { OutboxRecord, TxOutbox } from './outbox/types.js';
 export {
+  MemoryRevocationStore,
+  type RevocationStore,
+  type RevocationTarget,
+  type RevocationTimes,
+  revocationKey,
+} from './realtime/auth/revocations.js';
+export {
+  resolveSecrets,
+  type SecretReference,
+  type SecretSettings,
+  secretSettings,
+} from './realtime/auth/secret-settings.js';
+export {
+  type ConnectTokenClaims,
+  createConnectToken,
+  signStreamName,
+  verifyConnectToken,
+  verifySignedStreamName,
+} from './realtime/auth/tokens.js';
+export {
   BROADCAST_TOPIC,
   type Broadcast,
   BroadcastEvent,
@@ -130,7 +150,7 @@ export {
   parseIdempotencyKey,
   type RemoteCommand,
   RemoteCommandEvent,
-} from './realtime/broadcasts.js';
+} from './realtime/broadcasts/broadcasts.js';
 export {
   type ComposeRealtimeOptions,
   composeRealtime,
@@ -144,29 +164,18 @@ export {
   defaultGatewayConfig,
   type GatewayConfig,
 } from './realtime/config.js';
-export type { ConnectRequest, ConnectResult } from './realtime/connect.js';
-export type { ConnectionApi } from './realtime/connection-api.js';
-export type {
-  ConnectionChange,
-  ConnectionRecord,
-  ConnectionStore,
-  SliceRead,
-  SubscriberSlice,
-  Subscription,
-  SubscriptionAdd,
-} from './realtime/connections.js';
 export {
   type ComposeDeliveryOptions,
   composeDelivery,
   type Delivery,
-} from './realtime/delivery.js';
+} from './realtime/fanout/delivery.js';
 export {
   type DeliveryCounts,
   type DeliveryReport,
   Fanout,
   type FanoutOptions,
   type StreamDelivery,
-} from './realtime/fanout.js';
+} from './realtime/fanout/fanout.js';
 export {
   type FanoutTask,
   FanoutTaskError,
@@ -175,29 +184,29 @@ export {
   type FanoutTasksOptions,
   FanoutTree,
   type FanoutTreeOptions,
-} from './realtime/fanout-tree.js';
-export type { FrameLimitCounts } from './realtime/frame-limit.js';
+} from './realtime/fanout/tree.js';
+export type { ConnectRequest, ConnectResult } from './realtime/gateway/connect.js';
 export {
   Gateway,
   type GatewayOptions,
-} from './realtime/gateway.js';
+} from './realtime/gateway/gateway.js';
 export {
   bucketOf,
   type PartitionReport,
   type PartitionScope,
   type PingerLayout,
   partitionScope,
-} from './realtime/partitions.js';
+} from './realtime/keepalive/partitions.js';
 export {
   MAX_PING_INTERVAL,
   MIN_PING_INTERVAL,
-} from './realtime/ping-interval.js';
+} from './realtime/keepalive/ping-interval.js';
 export {
   Pinger,
   type PingerOptions,
   type PingReport,
   type Welcomer,
-} from './realtime/pinger.js';
+} from './realtime/keepalive/pinger.js';
 export {
   cachedBuckets,
   type PartitionRun,
@@ -206,7 +215,36 @@ export {
   PingerRuns,
   type PingerRunsOptions,
   type RunPlan,
-} from './realtime/pinger-runs.js';
+} from './realtime/keepalive/runs.js';
+export type { FrameLimitCounts } from './realtime/limits/frame-limit.js';
+export {
+  RATE_LIMITED_COMMANDS,
+  type RateLimit,
+  type RateLimitedCommand,
+  type RateLimiter,
+  type RateVerdict,
+} from './realtime/limits/rate-limit.js';
+export type {
+  ConnectionApi,
+  ConnectionChange,
+  ConnectionRecord,
+  ConnectionStore,
+  SliceRead,
+  SubscriberSlice,
+  Subscription,
+  SubscriptionAdd,
+} from './realtime/ports.js';
+export {
+  DEFAULT_PRESENCE_INFO_LIMIT,
+  type PresenceSettings,
+} from './realtime/presence/commands.js';
+export {
+  PRESENCE_TOPIC,
+  PresenceEvent,
+  type PresenceEventValue,
+  presenceEventOf,
+  presenceMessage,
+} from './realtime/presence/events.js';
 export {
   checkPresence,
   DEFAULT_PRESENCE_TTL_SECONDS,
@@ -225,47 +263,9 @@ export {
   type PresenceRefusalReason,
   type PresenceStore,
   presenceOf,
-} from './realtime/presence.js';
-export {
-  DEFAULT_PRESENCE_INFO_LIMIT,
-  type PresenceSettings,
-} from './realtime/presence-commands.js';
-export {
-  PRESENCE_TOPIC,
-  PresenceEvent,
-  type PresenceEventValue,
-  presenceEventOf,
-  presenceMessage,
-} from './realtime/presence-events.js';
+} from './realtime/presence/presence.js';
 export {
   EXT_PROTOCOL,
   PLAIN_PROTOCOL,
   PUBSUB_CHANNEL,
 } from './realtime/protocol.js';
-export {
-  RATE_LIMITED_COMMANDS,
-  type RateLimit,
-  type RateLimitedCommand,
-  type RateLimiter,
-  type RateVerdict,
-} from './realtime/rate-limit.js';
-export {
-  MemoryRevocationStore,
-  type RevocationStore,
-  type RevocationTarget,
-  type RevocationTimes,
-  revocationKey,
-} from './realtime/revocations.js';
-export {
-  resolveSecrets,
-  type SecretReference,
-  type SecretSettings,
-  secretSettings,
-} from './realtime/secret-settings.js';
-export {
-  type ConnectTokenClaims,
-  createConnectToken,
-  signStreamName,
-  verifyConnectToken,
-  verifySignedStreamName,
-} from './realtime/tokens.js';

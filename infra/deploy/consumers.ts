@@ -6,8 +6,8 @@
  */
 
 import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
-import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts';
-import { PRESENCE_TOPIC } from '../../lib/realtime/presence-events';
+import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/broadcasts';
+import { PRESENCE_TOPIC } from '../../lib/realtime/presence/events';
 import type { Permission } from './cloudformation';
 
 /** A consumer group: one SQS FIFO queue (and its DLQ) subscribed to topics, and its function. */

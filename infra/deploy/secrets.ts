@@ -10,7 +10,7 @@ import {
   PARAMETER_SUFFIX,
   SECRET_VARIABLES,
   secretSettings,
-} from '../../lib/realtime/secret-settings';
+} from '../../lib/realtime/auth/secret-settings';
 
 /** A secret setting, e.g. `LAMBDACABLE_JWT_SECRET`. */
 export type SecretVariable = (typeof SECRET_VARIABLES)[number];

@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { GetQueueUrlCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { replayBody } from '../../lib/adapters/aws/sqs/relay-replay';
+import { replayBody } from '../../lib/adapters/aws/relay/replay';
 import {
   OutboxRelay,
   type RelayReplayOptions,

@@ -1,9 +1,9 @@
 import type { Broadcaster, Broker, HistoryReader, SessionCache } from '../broker/types.js';
 import type { GatewayConfig } from './config.js';
-import { type ComposeDeliveryOptions, composeDelivery, type Delivery } from './delivery.js';
-import { Gateway } from './gateway.js';
-import { Pinger, type PingerOptions } from './pinger.js';
-import type { RateLimiter } from './rate-limit.js';
+import { type ComposeDeliveryOptions, composeDelivery, type Delivery } from './fanout/delivery.js';
+import { Gateway } from './gateway/gateway.js';
+import { Pinger, type PingerOptions } from './keepalive/pinger.js';
+import type { RateLimiter } from './limits/rate-limit.js';
 
 /** Options of {@link composeRealtime}: the delivery path's, and the gateway's. */
 export interface ComposeRealtimeOptions extends ComposeDeliveryOptions {

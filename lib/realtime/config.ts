@@ -5,8 +5,8 @@ import {
 } from '../broker/types.js';
 import { ConfigError } from '../kernel/errors.js';
 import { DEFAULT_ACK_TTL_SECONDS } from '../messaging/ack-store.js';
-import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './fanout.js';
-import { DEFAULT_PRESENCE_TTL_SECONDS } from './presence.js';
+import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './fanout/fanout.js';
+import { DEFAULT_PRESENCE_TTL_SECONDS } from './presence/presence.js';
 
 /** Settings of the WebSocket gateway, read once at start ({@link configFromEnv}). */
 export interface GatewayConfig {

@@ -1,7 +1,7 @@
 import type { Cacheable, SessionCache } from '../broker/types.js';
 import { errorMessage } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
-import type { ConnectionRecord, ConnectionStore, Subscription } from './connections.js';
+import type { ConnectionRecord, ConnectionStore, Subscription } from './ports.js';
 
 /** A subscription as kept in the session cache. */
 export interface SessionSubscription {

@@ -7,7 +7,7 @@ import {
   type ConnectionStore,
   type Subscription,
 } from '../../lib/core';
-import { shardOf, subscriberSortKey } from '../../lib/realtime/spread';
+import { shardOf, subscriberSortKey } from '../../lib/realtime/fanout/spread';
 
 let n = 0;
 const id = (label: string) => `${label}-${process.pid}-${Date.now()}-${++n}`;

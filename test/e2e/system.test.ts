@@ -38,7 +38,7 @@ import {
   signStreamName,
 } from '../../lib/core';
 import { encodeEnvelope } from '../../lib/messaging/envelope';
-import { subscriberSortKey } from '../../lib/realtime/spread';
+import { subscriberSortKey } from '../../lib/realtime/fanout/spread';
 import { anycableClients, collect, type Received, until } from '../helpers/cable';
 import {
   evaluateRoles,

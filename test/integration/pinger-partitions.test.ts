@@ -7,7 +7,7 @@ import {
   PingerRuns,
   partitionScope,
 } from '../../lib/core';
-import { DEFAULT_LAYOUT } from '../../lib/realtime/partitions';
+import { DEFAULT_LAYOUT } from '../../lib/realtime/keepalive/partitions';
 import { MemoryPingerInvoker } from '../../lib/testing';
 import { testResources } from '../helpers/aws';
 import { FakeClock } from '../helpers/clock';

@@ -1,7 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { describe, expect, inject, it } from 'vitest';
 import { DynamoConnectionStore } from '../../lib/aws';
-import { shardOf } from '../../lib/realtime/spread';
+import { shardOf } from '../../lib/realtime/fanout/spread';
 import { testResources } from '../helpers/aws';
 import { fastRetry } from '../helpers/faults';
 

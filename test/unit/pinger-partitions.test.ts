@@ -19,8 +19,8 @@ import {
   planLayout,
   REPORT_MAX_AGE_MS,
   usableLayout,
-} from '../../lib/realtime/partitions';
-import { partitionRunOf } from '../../lib/realtime/pinger-runs';
+} from '../../lib/realtime/keepalive/partitions';
+import { partitionRunOf } from '../../lib/realtime/keepalive/runs';
 import {
   MemoryBroker,
   MemoryConnectionApi,

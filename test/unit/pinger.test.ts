@@ -7,7 +7,7 @@ import {
   MAX_PING_INTERVAL,
   Pinger,
 } from '../../lib/core';
-import { parsePingInterval } from '../../lib/realtime/ping-interval';
+import { parsePingInterval } from '../../lib/realtime/keepalive/ping-interval';
 import { MemoryBroker, MemoryConnectionApi, MemorySessionCache } from '../../lib/testing';
 import { FakeClock } from '../helpers/clock';
 import { CountingStore } from '../helpers/counting-store';

@@ -5,7 +5,7 @@ import {
   countShardOf,
   countUpdates,
 } from '../../lib/adapters/aws/dynamodb/presence-count';
-import { bucketOf } from '../../lib/realtime/partitions';
+import { bucketOf } from '../../lib/realtime/keepalive/partitions';
 
 describe('presence count items (DynamoPresenceStore)', () => {
   it('spreads ids alike over every shard, where the pinger bucket hash does not', () => {

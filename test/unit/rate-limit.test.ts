@@ -5,7 +5,7 @@ import {
   takeAt,
   tokensAt,
   verdictOf,
-} from '../../lib/realtime/rate-limit';
+} from '../../lib/realtime/limits/rate-limit';
 import { MemoryRateLimiter } from '../../lib/testing';
 import { rateLimiterContract } from '../contract/rate-limit';
 

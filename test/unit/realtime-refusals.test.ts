@@ -7,15 +7,15 @@ import {
   MAX_STREAM_BYTES,
   signStreamName,
 } from '../../lib/core';
-import { invalidHistoryRequest } from '../../lib/realtime/history';
-import { readPingInterval } from '../../lib/realtime/ping-interval';
+import { resolveStream, type StreamsConfig } from '../../lib/realtime/auth/streams';
+import { invalidHistoryRequest } from '../../lib/realtime/gateway/history';
+import { readPingInterval } from '../../lib/realtime/keepalive/ping-interval';
 import {
   checkCommand,
   EXT_PROTOCOL,
   PLAIN_PROTOCOL,
   parseClientFrame,
 } from '../../lib/realtime/protocol';
-import { resolveStream, type StreamsConfig } from '../../lib/realtime/streams';
 import {
   MemoryBroker,
   MemoryConnectionApi,

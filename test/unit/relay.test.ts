@@ -8,7 +8,7 @@ import {
   HASHED_ID_PREFIX,
   messageGroupId,
   OutboxRelay,
-} from '../../lib/adapters/aws/sqs/relay';
+} from '../../lib/adapters/aws/relay/relay';
 
 // What SQS accepts for MessageGroupId and MessageDeduplicationId.
 const VALID = /^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]{1,128}$/;

@@ -9,7 +9,7 @@ import {
   describeReference,
   PARAMETER_SUFFIX,
   type SecretReference,
-} from '../../realtime/secret-settings.js';
+} from '../../realtime/auth/secret-settings.js';
 
 /** Options of {@link AwsSecrets}. */
 export interface AwsSecretsOptions {

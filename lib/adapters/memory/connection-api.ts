@@ -1,5 +1,5 @@
 import { LambdacableError } from '../../kernel/errors.js';
-import type { ConnectionApi } from '../../realtime/connection-api.js';
+import type { ConnectionApi } from '../../realtime/ports.js';
 
 /** A frame posted through {@link MemoryConnectionApi}. */
 export interface PostedFrame {

@@ -1,5 +1,7 @@
 import { type Clock, systemClock } from '../../kernel/clock.js';
 import { ConfigError } from '../../kernel/errors.js';
+import { isSpread, MAX_SPREAD, shardOf, subscriberSortKey } from '../../realtime/fanout/spread.js';
+import { bucketOf, MIN_BUCKETS } from '../../realtime/keepalive/partitions.js';
 import type {
   ConnectionChange,
   ConnectionRecord,
@@ -8,9 +10,7 @@ import type {
   SubscriberSlice,
   Subscription,
   SubscriptionAdd,
-} from '../../realtime/connections.js';
-import { bucketOf, MIN_BUCKETS } from '../../realtime/partitions.js';
-import { isSpread, MAX_SPREAD, shardOf, subscriberSortKey } from '../../realtime/spread.js';
+} from '../../realtime/ports.js';
 
 /** A subscription in a stream's shard, with its sort key (hash). */
 interface Placed {

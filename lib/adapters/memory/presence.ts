@@ -1,4 +1,4 @@
-import { bucketOf, MIN_BUCKETS } from '../../realtime/partitions.js';
+import { bucketOf, MIN_BUCKETS } from '../../realtime/keepalive/partitions.js';
 import {
   compareIds,
   joinChange,
@@ -9,7 +9,7 @@ import {
   type PresenceMembers,
   type PresenceStore,
   storedInfo,
-} from '../../realtime/presence.js';
+} from '../../realtime/presence/presence.js';
 
 /** A member: its info (JSON) and sessions, connection id → 0 when live, else when due (ms). */
 interface Member {

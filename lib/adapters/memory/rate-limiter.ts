@@ -5,7 +5,7 @@ import {
   type RateVerdict,
   takeAt,
   verdictOf,
-} from '../../realtime/rate-limit.js';
+} from '../../realtime/limits/rate-limit.js';
 
 interface MemoryBucket {
   /** Theoretical arrival time (µs); `undefined` until a token is taken. */

@@ -5,7 +5,7 @@ import {
   PostToConnectionCommand,
 } from '@aws-sdk/client-apigatewaymanagementapi';
 import { AwsResourceError, ThrottledError } from '../../../kernel/errors.js';
-import type { ConnectionApi } from '../../../realtime/connection-api.js';
+import type { ConnectionApi } from '../../../realtime/ports.js';
 
 /** Options of {@link ApiGatewayConnectionApi}. */
 export interface ApiGatewayConnectionApiOptions {

@@ -1,9 +1,5 @@
 /** Items of the `connections` table and the records they hold. */
-import type {
-  ConnectionChange,
-  ConnectionRecord,
-  Subscription,
-} from '../../../realtime/connections.js';
+import type { ConnectionChange, ConnectionRecord, Subscription } from '../../../realtime/ports.js';
 
 /**
  * The sort key of a subscription item: `s#<stream>`, one per stream per connection (the

@@ -13,6 +13,7 @@ import {
   MAX_IDENTITY_BYTES,
   utf8Bytes,
 } from '../../../kernel/limits.js';
+import { bucketOf, MIN_BUCKETS } from '../../../realtime/keepalive/partitions.js';
 import type {
   ConnectionChange,
   ConnectionRecord,
@@ -21,8 +22,7 @@ import type {
   SubscriberSlice,
   Subscription,
   SubscriptionAdd,
-} from '../../../realtime/connections.js';
-import { bucketOf, MIN_BUCKETS } from '../../../realtime/partitions.js';
+} from '../../../realtime/ports.js';
 import { awsCall } from '../call.js';
 import { toChange, toConnection, toSubscription } from './connection-items.js';
 import { queryPages } from './query.js';

@@ -12,8 +12,8 @@ import {
   DEFAULT_LAYOUT,
   type PartitionReport,
   type PingerLayout,
-} from '../../../realtime/partitions.js';
-import type { PingerLayoutStore } from '../../../realtime/pinger-runs.js';
+} from '../../../realtime/keepalive/partitions.js';
+import type { PingerLayoutStore } from '../../../realtime/keepalive/runs.js';
 import { awsCall } from '../call.js';
 
 /** The partition key of the pinger's items in the connections table. */

@@ -17,7 +17,7 @@ import {
   MAX_STREAM_BYTES,
   utf8Bytes,
 } from '../../../kernel/limits.js';
-import { bucketOf, MIN_BUCKETS } from '../../../realtime/partitions.js';
+import { bucketOf, MIN_BUCKETS } from '../../../realtime/keepalive/partitions.js';
 import {
   joinChange,
   type PresenceChange,
@@ -27,7 +27,7 @@ import {
   type PresenceMembers,
   type PresenceStore,
   storedInfo,
-} from '../../../realtime/presence.js';
+} from '../../../realtime/presence/presence.js';
 import { awsCall } from '../call.js';
 import { BUCKET_INDEX } from './connections.js';
 import { countUpdates, readMembers } from './presence-count.js';

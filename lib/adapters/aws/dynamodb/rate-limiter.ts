@@ -15,7 +15,7 @@ import {
   type RateVerdict,
   takeAt,
   verdictOf,
-} from '../../../realtime/rate-limit.js';
+} from '../../../realtime/limits/rate-limit.js';
 import { awsCall } from '../call.js';
 import { ttlSeconds } from './ttl.js';
 

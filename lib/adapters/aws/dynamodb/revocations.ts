@@ -15,7 +15,7 @@ import {
   type RevocationTarget,
   type RevocationTimes,
   revocationKey,
-} from '../../../realtime/revocations.js';
+} from '../../../realtime/auth/revocations.js';
 import { awsCall } from '../call.js';
 import { ttlSeconds } from './ttl.js';
 

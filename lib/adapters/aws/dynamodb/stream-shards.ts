@@ -10,8 +10,13 @@ import {
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { type AwsResourceError, ConfigError } from '../../../kernel/errors.js';
 import { MAX_STREAM_BYTES, utf8Bytes } from '../../../kernel/limits.js';
-import type { SliceRead, SubscriberSlice, Subscription } from '../../../realtime/connections.js';
-import { isSpread, MAX_SPREAD, shardOf, subscriberSortKey } from '../../../realtime/spread.js';
+import {
+  isSpread,
+  MAX_SPREAD,
+  shardOf,
+  subscriberSortKey,
+} from '../../../realtime/fanout/spread.js';
+import type { SliceRead, SubscriberSlice, Subscription } from '../../../realtime/ports.js';
 import { awsCall } from '../call.js';
 
 /** Streams whose spread one instance remembers. */

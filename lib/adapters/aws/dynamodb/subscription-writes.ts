@@ -17,8 +17,8 @@ import {
   MAX_STREAM_BYTES,
   utf8Bytes,
 } from '../../../kernel/limits.js';
-import type { Subscription, SubscriptionAdd } from '../../../realtime/connections.js';
-import { bucketOf } from '../../../realtime/partitions.js';
+import { bucketOf } from '../../../realtime/keepalive/partitions.js';
+import type { Subscription, SubscriptionAdd } from '../../../realtime/ports.js';
 import { awsCall } from '../call.js';
 import { legacySubscriptionKey, subscriptionKey, toSubscription } from './connection-items.js';
 import type { StreamShards } from './stream-shards.js';

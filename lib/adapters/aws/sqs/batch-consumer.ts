@@ -13,9 +13,9 @@ import {
 import { decodeEnvelope, type Envelope } from '../../../messaging/envelope.js';
 import { classifyFailure } from '../../../messaging/failures.js';
 import type { Message } from '../../../messaging/types.js';
+import { messageGroupId } from '../relay/relay.js';
 import { parkSqsRecord } from './dead-letter.js';
 import { delayRedelivery } from './redelivery.js';
-import { messageGroupId } from './relay.js';
 
 /** A consumed message with everything the envelope carries. */
 export interface ConsumedMessage extends Message {

@@ -10,9 +10,9 @@ import { decodeEnvelope } from '../../../messaging/envelope.js';
 import { backoffSeconds, classifyFailure } from '../../../messaging/failures.js';
 import type { Consumer, Message } from '../../../messaging/types.js';
 import { awsCall } from '../call.js';
+import { messageGroupId } from '../relay/relay.js';
 import type { ConsumedMessage } from './batch-consumer.js';
 import { parkInDeadLetterQueue } from './dead-letter.js';
-import { messageGroupId } from './relay.js';
 
 /** Options of {@link SqsConsumer}. */
 export interface SqsConsumerOptions {

@@ -1,0 +1,221 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { defineEvent, type EventType } from '../../events/event.js';
+import { LimitExceededError, MessageFormatError } from '../../kernel/errors.js';
+import {
+  checkKeyBytes,
+  MAX_BROADCAST_BODY_BYTES,
+  MAX_BROADCAST_DATA_BYTES,
+  MAX_BROADCAST_ITEMS,
+  MAX_IDEMPOTENCY_KEY_CHARS,
+  MAX_STREAM_BYTES,
+  utf8Bytes,
+} from '../../kernel/limits.js';
+import { keysOf } from '../../kernel/secrets.js';
+import { decodeData } from '../protocol.js';
+
+/** The topic services write broadcasts and remote commands to; the broadcast consumer reads it. */
+export const BROADCAST_TOPIC = 'lambdacable.broadcasts';
+
+/**
+ * Key prefix of remote commands. A command's key is `$commands#<target>` (the connection id,
+ * identity or stream it acts on), so commands on one target keep their order and one that
+ * keeps failing holds up only its own target's; a payload that names none is `$commands`.
+ */
+export const COMMANDS_KEY = '$commands';
+
+/** The key of a remote command: {@link COMMANDS_KEY} and the target its payload names. */
+export function remoteCommandKey(command: RemoteCommand): string {
+  let payload: unknown;
+  try {
+    payload = JSON.parse(command.payload);
+  } catch {
+    return COMMANDS_KEY;
+  }
+  if (typeof payload !== 'object' || payload === null) return COMMANDS_KEY;
+  const p = payload as Record<string, unknown>;
+  const target = [p.connectionId, p.identity, p.identifier, p.stream].find(
+    (v): v is string => typeof v === 'string' && v.length > 0,
+  );
+  if (target === undefined) return COMMANDS_KEY;
+  // A target too long for a key (the command then finds nothing) is grouped by its hash.
+  if (utf8Bytes(target) > MAX_COMMAND_TARGET_BYTES) {
+    return `${COMMANDS_KEY}#~sha256:${createHash('sha256').update(target, 'utf8').digest('hex')}`;
+  }
+  return `${COMMANDS_KEY}#${target}`;
+}
+
+/** The longest target a remote command's key holds as it is; a longer one is hashed. */
+const MAX_COMMAND_TARGET_BYTES = 1024;
+
+/** A message for a stream's subscribers (AnyCable's broadcast: `{ stream, data }`). */
+export interface Broadcast {
+  readonly stream: string;
+  /** The payload, usually a JSON string; subscribers get it JSON-decoded. */
+  readonly data: string;
+}
+
+/** A remote command (AnyCable's `{ command, payload }`); `payload` is JSON. */
+export interface RemoteCommand {
+  readonly command: string;
+  readonly payload: string;
+}
+
+/** The built-in broadcast event; its key is the stream, so one stream's messages keep their order. */
+// Pure: a bundle that uses only the topic names drops the Avro types (and avsc).
+export const BroadcastEvent: EventType<Broadcast> = /* @__PURE__ */ defineEvent<Broadcast>({
+  name: 'lambdacable.Broadcast',
+  topic: BROADCAST_TOPIC,
+  schema: {
+    type: 'record',
+    fields: [
+      { name: 'stream', type: 'string' },
+      { name: 'data', type: 'string' },
+    ],
+  },
+  key: (value) => value.stream,
+  check: (value) => checkBroadcast(value),
+});
+
+/** The built-in remote command event. */
+export const RemoteCommandEvent: EventType<RemoteCommand> =
+  /* @__PURE__ */ defineEvent<RemoteCommand>({
+    name: 'lambdacable.RemoteCommand',
+    topic: BROADCAST_TOPIC,
+    schema: {
+      type: 'record',
+      fields: [
+        { name: 'command', type: 'string' },
+        { name: 'payload', type: 'string', default: '{}' },
+      ],
+    },
+    key: remoteCommandKey,
+    check: (value) => checkRemoteCommand(value),
+  });
+
+/**
+ * Refuses a broadcast no subscriber could get: a stream name over {@link MAX_STREAM_BYTES}
+ * (`kind: 'key'`), or a `data` over {@link MAX_BROADCAST_DATA_BYTES} as given or as
+ * re-encoded in the frame (`kind: 'payload'`): the frame must stay under API Gateway's 128 KB.
+ * `at` prefixes the message (`item at index 1`).
+ */
+export function checkBroadcast(value: Broadcast, at = 'broadcast'): void {
+  checkKeyBytes(`${at}: "stream"`, value.stream, MAX_STREAM_BYTES);
+  // Subscribers get data JSON-decoded and re-encoded in their frame: both must fit.
+  const dataBytes = Math.max(
+    utf8Bytes(value.data),
+    utf8Bytes(JSON.stringify(decodeData(value.data)) ?? ''),
+  );
+  if (dataBytes > MAX_BROADCAST_DATA_BYTES) {
+    throw new LimitExceededError(
+      `${at}: "data" is ${dataBytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+      { what: 'data', bytes: dataBytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
+    );
+  }
+}
+
+/**
+ * Refuses a remote command over {@link MAX_BROADCAST_DATA_BYTES} (command and payload
+ * together, `kind: 'payload'`): the same path as a broadcast, the same limit.
+ */
+export function checkRemoteCommand(value: RemoteCommand, at = 'remote command'): void {
+  const bytes = utf8Bytes(value.payload) + utf8Bytes(value.command);
+  if (bytes > MAX_BROADCAST_DATA_BYTES) {
+    throw new LimitExceededError(
+      `${at}: the command is ${bytes} bytes, the limit is ${MAX_BROADCAST_DATA_BYTES}`,
+      { what: 'command', bytes, limit: MAX_BROADCAST_DATA_BYTES, kind: 'payload' },
+    );
+  }
+}
+
+/** One item of an HTTP broadcast request. */
+export type BroadcastRequestItem =
+  | { readonly kind: 'broadcast'; readonly broadcast: Broadcast }
+  | { readonly kind: 'command'; readonly command: RemoteCommand };
+
+/**
+ * Parses an AnyCable broadcast API body: `{"stream","data"}`, `{"command","payload"}` or an
+ * array of them. Throws {@link MessageFormatError} naming what is wrong, and
+ * {@link LimitExceededError} for a body over {@link MAX_BROADCAST_BODY_BYTES}, a `data` over
+ * {@link MAX_BROADCAST_DATA_BYTES} (`kind: 'payload'`) or a stream name over
+ * {@link MAX_STREAM_BYTES} (`kind: 'key'`).
+ */
+export function parseBroadcastRequest(body: string | undefined | null): BroadcastRequestItem[] {
+  if (!body) throw new MessageFormatError('empty body: expected {"stream","data"} or an array');
+  const bodyBytes = utf8Bytes(body);
+  if (bodyBytes > MAX_BROADCAST_BODY_BYTES) {
+    throw new LimitExceededError(
+      `body is ${bodyBytes} bytes, the limit is ${MAX_BROADCAST_BODY_BYTES}`,
+      { what: 'body', bytes: bodyBytes, limit: MAX_BROADCAST_BODY_BYTES, kind: 'payload' },
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new MessageFormatError('body is not JSON');
+  }
+  const items = Array.isArray(parsed) ? parsed : [parsed];
+  if (items.length === 0) throw new MessageFormatError('empty array: nothing to broadcast');
+  if (items.length > MAX_BROADCAST_ITEMS) {
+    throw new MessageFormatError(
+      `${items.length} items, the limit is ${MAX_BROADCAST_ITEMS} per request: send the rest in more requests`,
+    );
+  }
+  return items.map((item, index): BroadcastRequestItem => {
+    const at = Array.isArray(parsed) ? ` at index ${index}` : '';
+    if (typeof item !== 'object' || item === null) {
+      throw new MessageFormatError(`item${at} is not an object`);
+    }
+    const { stream, data, command, payload } = item as Record<string, unknown>;
+    if (typeof command === 'string' && command.length > 0) {
+      const remote = { command, payload: JSON.stringify(payload ?? {}) };
+      checkRemoteCommand(remote, `item${at}`);
+      return { kind: 'command', command: remote };
+    }
+    if (typeof stream !== 'string' || stream.length === 0) {
+      throw new MessageFormatError(`item${at}: "stream" must be a non-empty string`);
+    }
+    if (typeof data !== 'string') {
+      throw new MessageFormatError(`item${at}: "data" must be a string (JSON-encode objects)`);
+    }
+    checkBroadcast({ stream, data }, `item${at}`);
+    return { kind: 'broadcast', broadcast: { stream, data } };
+  });
+}
+
+/**
+ * The `Idempotency-Key` of a `POST /_broadcast`: `undefined` without the header, else the key,
+ * 1 to {@link MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters (a UUID fits). Throws
+ * {@link MessageFormatError} for anything else (an empty, oversize or non-ASCII key): a key
+ * is never cut or rewritten, so two different keys never become one.
+ */
+export function parseIdempotencyKey(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  if (header.length > MAX_IDEMPOTENCY_KEY_CHARS) {
+    throw new MessageFormatError(
+      `Idempotency-Key is ${header.length} characters, the limit is ${MAX_IDEMPOTENCY_KEY_CHARS}`,
+    );
+  }
+  if (!/^[\x21-\x7e]+$/.test(header)) {
+    throw new MessageFormatError(
+      'Idempotency-Key must be 1 or more visible ASCII characters (no spaces), e.g. a UUID',
+    );
+  }
+  return header;
+}
+
+/** Whether an `Authorization` header carries `Bearer <key>`, compared in constant time. */
+export function hasBroadcastKey(
+  header: string | undefined,
+  key: string | readonly (string | undefined)[],
+): boolean {
+  if (!header) return false;
+  const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+  if (!match?.[1]) return false;
+  const given = Buffer.from(match[1]);
+  // The current key or, during a rotation, the previous one; an empty key accepts nothing.
+  return keysOf(key).some((k) => {
+    const expected = Buffer.from(k);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
