@@ -4,7 +4,9 @@
  * the errors. Nothing here imports the AWS SDK.
  */
 
+export { MemoryRevocationStore } from './adapters/memory/revocations.js';
 export { LegacyBroker } from './broker/legacy.js';
+export { BROKER_ADAPTERS, type BrokerAdapter } from './broker/settings.js';
 export { StreamsTracker } from './broker/streams-tracker.js';
 export {
   type Broadcaster,
@@ -118,13 +120,8 @@ export {
   type RetryPolicy,
 } from './messaging/types.js';
 export type { OutboxRecord, TxOutbox } from './outbox/types.js';
-export {
-  MemoryRevocationStore,
-  type RevocationStore,
-  type RevocationTarget,
-  type RevocationTimes,
-  revocationKey,
-} from './realtime/auth/revocations.js';
+export type { RevocationStore, RevocationTarget, RevocationTimes } from './realtime/auth/ports.js';
+export { revocationKey } from './realtime/auth/revocations.js';
 export {
   resolveSecrets,
   type SecretReference,
@@ -157,13 +154,7 @@ export {
   type PingerSettings,
   type Realtime,
 } from './realtime/compose.js';
-export {
-  BROKER_ADAPTERS,
-  type BrokerAdapter,
-  configFromEnv,
-  defaultGatewayConfig,
-  type GatewayConfig,
-} from './realtime/config.js';
+export { configFromEnv, defaultGatewayConfig, type GatewayConfig } from './realtime/config.js';
 export {
   type ComposeDeliveryOptions,
   composeDelivery,
@@ -176,11 +167,9 @@ export {
   type FanoutOptions,
   type StreamDelivery,
 } from './realtime/fanout/fanout.js';
+export type { FanoutTask, FanoutTaskReport, FanoutTaskRunner } from './realtime/fanout/ports.js';
 export {
-  type FanoutTask,
   FanoutTaskError,
-  type FanoutTaskReport,
-  type FanoutTaskRunner,
   type FanoutTasksOptions,
   FanoutTree,
   type FanoutTreeOptions,
@@ -201,29 +190,22 @@ export {
   MAX_PING_INTERVAL,
   MIN_PING_INTERVAL,
 } from './realtime/keepalive/ping-interval.js';
-export {
-  Pinger,
-  type PingerOptions,
-  type PingReport,
-  type Welcomer,
-} from './realtime/keepalive/pinger.js';
+export { Pinger, type PingerOptions, type PingReport } from './realtime/keepalive/pinger.js';
+export type {
+  PartitionRun,
+  PingerInvoker,
+  PingerLayoutStore,
+  Welcomer,
+} from './realtime/keepalive/ports.js';
 export {
   cachedBuckets,
-  type PartitionRun,
-  type PingerInvoker,
-  type PingerLayoutStore,
   PingerRuns,
   type PingerRunsOptions,
   type RunPlan,
 } from './realtime/keepalive/runs.js';
 export type { FrameLimitCounts } from './realtime/limits/frame-limit.js';
-export {
-  RATE_LIMITED_COMMANDS,
-  type RateLimit,
-  type RateLimitedCommand,
-  type RateLimiter,
-  type RateVerdict,
-} from './realtime/limits/rate-limit.js';
+export type { RateLimit, RateLimiter, RateVerdict } from './realtime/limits/ports.js';
+export { RATE_LIMITED_COMMANDS, type RateLimitedCommand } from './realtime/limits/rate-limit.js';
 export type {
   ConnectionApi,
   ConnectionChange,
@@ -235,35 +217,37 @@ export type {
   SubscriptionAdd,
 } from './realtime/ports.js';
 export {
-  DEFAULT_PRESENCE_INFO_LIMIT,
-  type PresenceSettings,
-} from './realtime/presence/commands.js';
-export {
   PRESENCE_TOPIC,
   PresenceEvent,
   type PresenceEventValue,
   presenceEventOf,
   presenceMessage,
 } from './realtime/presence/events.js';
+export type {
+  PresenceChange,
+  PresenceJoin,
+  PresenceLeave,
+  PresenceLeft,
+  PresenceMember,
+  PresenceMembers,
+  PresenceStore,
+} from './realtime/presence/ports.js';
 export {
   checkPresence,
-  DEFAULT_PRESENCE_TTL_SECONDS,
   joinChange,
   MAX_PRESENCE_ID_BYTES,
   MAX_PRESENCE_INFO_BYTES,
-  type PresenceChange,
   type PresenceCheck,
-  type PresenceJoin,
-  type PresenceLeave,
-  type PresenceLeft,
-  type PresenceMember,
-  type PresenceMembers,
   type PresenceReadOptions,
   type PresenceRefusal,
   type PresenceRefusalReason,
-  type PresenceStore,
   presenceOf,
 } from './realtime/presence/presence.js';
+export {
+  DEFAULT_PRESENCE_INFO_LIMIT,
+  DEFAULT_PRESENCE_TTL_SECONDS,
+  type PresenceSettings,
+} from './realtime/presence/settings.js';
 export {
   EXT_PROTOCOL,
   PLAIN_PROTOCOL,

@@ -3,7 +3,7 @@ import type { GatewayConfig } from './config.js';
 import { type ComposeDeliveryOptions, composeDelivery, type Delivery } from './fanout/delivery.js';
 import { Gateway } from './gateway/gateway.js';
 import { Pinger, type PingerOptions } from './keepalive/pinger.js';
-import type { RateLimiter } from './limits/rate-limit.js';
+import type { RateLimiter } from './limits/ports.js';
 
 /** Options of {@link composeRealtime}: the delivery path's, and the gateway's. */
 export interface ComposeRealtimeOptions extends ComposeDeliveryOptions {

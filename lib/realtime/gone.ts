@@ -1,6 +1,6 @@
 import { type Clock, systemClock } from '../kernel/clock.js';
 import type { ConnectionRecord, ConnectionStore } from './ports.js';
-import type { PresenceStore } from './presence/presence.js';
+import type { PresenceStore } from './presence/ports.js';
 import { closeSession, type SessionCloser } from './session.js';
 
 /** Where sessions end: the session cache. */

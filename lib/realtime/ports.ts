@@ -153,3 +153,6 @@ export interface ConnectionApi {
   /** Closes a connection; closing an unknown one is not an error. */
   close(connectionId: string, endpoint?: string): Promise<void>;
 }
+
+/** Posts one frame to the client; `gone` when it is no longer connected. */
+export type PostFrame = (frame: string) => Promise<'sent' | 'gone'>;

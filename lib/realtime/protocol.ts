@@ -204,3 +204,8 @@ export function loggedIdentifier(identifier: string | undefined): string | undef
   if (identifier === undefined || !identifier.includes('signed_stream_name')) return identifier;
   return `signed:${fingerprint(identifier)}`;
 }
+
+/** The `error` a presence command gets back: `{"type":"presence",…,"message":{"type":"error"}}`. */
+export function presenceErrorFrame(identifier: string, reason: string): string {
+  return presenceFrame(identifier, { type: 'error', reason });
+}

@@ -7,7 +7,7 @@ import type {
   PartitionRun,
   PingerInvoker,
   PingerLayoutStore,
-} from '../../realtime/keepalive/runs.js';
+} from '../../realtime/keepalive/ports.js';
 
 /** An in-memory {@link PingerLayoutStore}. */
 export class MemoryPingerLayoutStore implements PingerLayoutStore {

@@ -1,15 +1,13 @@
 import { bucketOf, MIN_BUCKETS } from '../../realtime/keepalive/partitions.js';
-import {
-  compareIds,
-  joinChange,
-  type PresenceChange,
-  type PresenceJoin,
-  type PresenceLeave,
-  type PresenceLeft,
-  type PresenceMembers,
-  type PresenceStore,
-  storedInfo,
-} from '../../realtime/presence/presence.js';
+import type {
+  PresenceChange,
+  PresenceJoin,
+  PresenceLeave,
+  PresenceLeft,
+  PresenceMembers,
+  PresenceStore,
+} from '../../realtime/presence/ports.js';
+import { compareIds, joinChange, storedInfo } from '../../realtime/presence/presence.js';
 
 /** A member: its info (JSON) and sessions, connection id → 0 when live, else when due (ms). */
 interface Member {

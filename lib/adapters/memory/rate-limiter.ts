@@ -1,11 +1,5 @@
-import {
-  bucketLifetimeMs,
-  type RateLimit,
-  type RateLimiter,
-  type RateVerdict,
-  takeAt,
-  verdictOf,
-} from '../../realtime/limits/rate-limit.js';
+import type { RateLimit, RateLimiter, RateVerdict } from '../../realtime/limits/ports.js';
+import { bucketLifetimeMs, takeAt, verdictOf } from '../../realtime/limits/rate-limit.js';
 
 interface MemoryBucket {
   /** Theoretical arrival time (µs); `undefined` until a token is taken. */

@@ -1,5 +1,9 @@
 import { LambdacableError } from '../../kernel/errors.js';
-import type { FanoutTask, FanoutTaskReport, FanoutTaskRunner } from '../../realtime/fanout/tree.js';
+import type {
+  FanoutTask,
+  FanoutTaskReport,
+  FanoutTaskRunner,
+} from '../../realtime/fanout/ports.js';
 
 /**
  * Runs fan-out tasks in this process, each as if in an invocation of its own: the task goes

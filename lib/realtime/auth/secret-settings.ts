@@ -1,5 +1,5 @@
 import { ConfigError } from '../../kernel/errors.js';
-import { checkSecretKey } from '../config.js';
+import { checkSecretKey } from './settings.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 

@@ -1,9 +1,10 @@
+import { MemoryRevocationStore } from '../../adapters/memory/revocations.js';
 import type { Broadcaster, Broker, SessionCache } from '../../broker/types.js';
 import type { Clock } from '../../kernel/clock.js';
 import type { Logger } from '../../kernel/logger.js';
-import { MemoryRevocationStore, type RevocationStore } from '../auth/revocations.js';
+import type { RevocationStore } from '../auth/ports.js';
 import type { ConnectionApi, ConnectionStore } from '../ports.js';
-import type { PresenceSettings } from '../presence/commands.js';
+import type { PresenceSettings } from '../presence/settings.js';
 import { Fanout, type FanoutOptions } from './fanout.js';
 import type { FanoutTasksOptions } from './tree.js';
 

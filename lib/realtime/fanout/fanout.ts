@@ -1,16 +1,19 @@
+import { MemoryRevocationStore } from '../../adapters/memory/revocations.js';
 import type { Broadcaster, RemoteCommandMessage, StreamMessage } from '../../broker/types.js';
 import { systemClock } from '../../kernel/clock.js';
 import { forEachConcurrently } from '../../kernel/concurrency.js';
 import { ConfigError, errorMessage, ThrottledError } from '../../kernel/errors.js';
 import { type Logger, noopLogger } from '../../kernel/logger.js';
-import { MemoryRevocationStore, type RevocationStore } from '../auth/revocations.js';
+import type { RevocationStore } from '../auth/ports.js';
 import { disconnectGone, type GonePolicy } from '../gone.js';
 import type { ConnectionApi, ConnectionStore, Subscription } from '../ports.js';
 import { broadcastFrame } from '../protocol.js';
 import type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
 import type { FanoutOptions } from './options.js';
+import type { FanoutTask, FanoutTaskReport } from './ports.js';
 import { type RemoteCommandDeps, removeSubscribers, runRemoteCommand } from './remote.js';
-import { type FanoutTask, type FanoutTaskReport, FanoutTree } from './tree.js';
+import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './settings.js';
+import { FanoutTree } from './tree.js';
 
 export type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
 export type { FanoutOptions } from './options.js';
@@ -312,12 +315,8 @@ export class Fanout implements Broadcaster, StreamDelivery {
   }
 }
 
-/** Later passes over throttled posts, by default. */
-export const DEFAULT_RETRY_PASSES = 5;
 /** The longest wait before a later pass, in ms. */
 const MAX_BACKOFF_MS = 2000;
-/** The wait before the first later pass, in ms, by default. */
-export const DEFAULT_RETRY_BACKOFF_MS = 100;
 
 function emptyReport(): DeliveryReport {
   return { sent: 0, gone: [], failed: [], retried: 0 };

@@ -1,6 +1,6 @@
 import type { Clock } from '../../kernel/clock.js';
 import type { Logger } from '../../kernel/logger.js';
-import type { RevocationStore } from '../auth/revocations.js';
+import type { RevocationStore } from '../auth/ports.js';
 import type { PresenceDropper, SessionFinisher } from '../gone.js';
 import type { ConnectionApi, ConnectionStore } from '../ports.js';
 import type { FanoutTasksOptions } from './tree.js';

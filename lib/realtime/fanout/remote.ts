@@ -2,9 +2,9 @@ import type { RemoteCommandMessage } from '../../broker/types.js';
 import { forEachConcurrently } from '../../kernel/concurrency.js';
 import { errorMessage } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
-import type { RevocationStore } from '../auth/revocations.js';
+import type { RevocationStore } from '../auth/ports.js';
 import type { ConnectionApi, ConnectionRecord, ConnectionStore, Subscription } from '../ports.js';
-import type { PresenceStore } from '../presence/presence.js';
+import type { PresenceStore } from '../presence/ports.js';
 import { disconnectFrame } from '../protocol.js';
 import type { DeliveryReport } from './delivery-report.js';
 

@@ -4,25 +4,25 @@ import { type Clock, systemClock } from '../../kernel/clock.js';
 import { errorMessage, ProtocolError } from '../../kernel/errors.js';
 import { clipForLog } from '../../kernel/limits.js';
 import { type Logger, noopLogger } from '../../kernel/logger.js';
-import type { RevocationStore } from '../auth/revocations.js';
+import type { RevocationStore } from '../auth/ports.js';
 import type { GatewayConfig } from '../config.js';
 import type { StreamDelivery } from '../fanout/fanout.js';
 import { FrameLimit, type FrameLimitCounts } from '../limits/frame-limit.js';
-import type { RateLimiter } from '../limits/rate-limit.js';
+import type { RateLimiter } from '../limits/ports.js';
 import type { ConnectionApi, ConnectionRecord, ConnectionStore } from '../ports.js';
 import {
   joinPresence,
   leavePresence,
   type PresenceCommandDeps,
-  type PresenceSettings,
-  presenceErrorFrame,
   presenceInfo,
 } from '../presence/commands.js';
+import type { PresenceSettings } from '../presence/settings.js';
 import {
   checkCommand,
   loggedIdentifier,
   PUBSUB_CHANNEL,
   parseClientFrame,
+  presenceErrorFrame,
   type Refusal,
   replyFrame,
 } from '../protocol.js';

@@ -1,6 +1,6 @@
 import type { HistoryReader, StreamMessage } from '../../broker/types.js';
 import { HistoryError, ProtocolError } from '../../kernel/errors.js';
-import type { Subscription } from '../ports.js';
+import type { PostFrame, Subscription } from '../ports.js';
 import { broadcastFrame, type Refusal, replyFrame } from '../protocol.js';
 
 /** The `history` field of a `subscribe` or `history` frame, as sent. */
@@ -11,9 +11,6 @@ export interface HistoryRequest {
 
 /** What is wrong with a history request: `since`, or a stream position (its shape, epoch or offset). */
 export type HistoryRefusalReason = 'since' | 'position' | 'epoch' | 'offset';
-
-/** Posts one frame to the client; `gone` when it is no longer connected. */
-export type PostFrame = (frame: string) => Promise<'sent' | 'gone'>;
 
 /**
  * Replays to a client what it missed on the streams of `subs` (one identifier's

@@ -3,9 +3,9 @@ import { errorMessage, ProtocolError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
 import { resolveStream } from '../auth/streams.js';
 import type { GatewayConfig } from '../config.js';
-import type { ConnectionRecord, ConnectionStore, Subscription } from '../ports.js';
+import type { ConnectionRecord, ConnectionStore, PostFrame, Subscription } from '../ports.js';
 import { EXT_PROTOCOL, loggedIdentifier, replyFrame } from '../protocol.js';
-import { type PostFrame, serveHistory } from './history.js';
+import { serveHistory } from './history.js';
 
 /** What subscribing uses. */
 export interface SubscribeDeps {

@@ -2,9 +2,10 @@ import type { HistoryReader } from '../../broker/types.js';
 import type { Clock } from '../../kernel/clock.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { SessionFinisher } from '../gone.js';
-import type { ConnectionApi, ConnectionRecord, ConnectionStore } from '../ports.js';
-import type { PresenceSettings } from '../presence/commands.js';
+import type { ConnectionApi, ConnectionStore } from '../ports.js';
+import type { PresenceSettings } from '../presence/settings.js';
 import type { PartitionScope } from './partitions.js';
+import type { Welcomer } from './ports.js';
 
 /** What a pinger run did. */
 export interface PingReport {
@@ -24,11 +25,6 @@ export interface PingReport {
   readonly failed: number;
   /** Store and history reads: pages of changes, subscription lists, activity lookups. */
   readonly reads: number;
-}
-
-/** The welcome the pinger delivers to new connections: `Gateway.welcome`. */
-export interface Welcomer {
-  welcome(connectionId: string, known?: ConnectionRecord): Promise<boolean>;
 }
 
 /** Options of `Pinger`. */

@@ -9,11 +9,13 @@ import type {
   ConnectionRecord,
   ConnectionStore,
 } from '../ports.js';
-import type { PresenceStore } from '../presence/presence.js';
+import type { PresenceStore } from '../presence/ports.js';
 import { pingFrame } from '../protocol.js';
-import type { PingerOptions, PingReport, Welcomer } from './options.js';
+import type { PingerOptions, PingReport } from './options.js';
+import type { Welcomer } from './ports.js';
 
-export type { PingerOptions, PingReport, Welcomer } from './options.js';
+export type { PingerOptions, PingReport } from './options.js';
+export type { Welcomer } from './ports.js';
 
 /** Items per page of the pinger's reads: its first read covers every connection. */
 const READ_PAGE = 1000;

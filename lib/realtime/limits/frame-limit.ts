@@ -3,9 +3,14 @@ import { errorMessage, ProtocolError } from '../../kernel/errors.js';
 import { clipForLog } from '../../kernel/limits.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { ConnectionApi } from '../ports.js';
-import { presenceErrorFrame } from '../presence/commands.js';
-import { type ChannelCommand, disconnectFrame, replyFrame } from '../protocol.js';
-import { RATE_LIMITED_COMMANDS, type RateLimitedCommand, type RateLimiter } from './rate-limit.js';
+import {
+  type ChannelCommand,
+  disconnectFrame,
+  presenceErrorFrame,
+  replyFrame,
+} from '../protocol.js';
+import type { RateLimiter } from './ports.js';
+import { RATE_LIMITED_COMMANDS, type RateLimitedCommand } from './rate-limit.js';
 
 /** The `disconnect` reason of a connection that keeps flooding. */
 export const TOO_MANY_REQUESTS = 'too_many_requests';

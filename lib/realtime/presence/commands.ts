@@ -1,34 +1,16 @@
 import type { Clock } from '../../kernel/clock.js';
 import { ProtocolError } from '../../kernel/errors.js';
-import type { PostFrame } from '../gateway/history.js';
-import type { Subscription } from '../ports.js';
-import { presenceFrame } from '../protocol.js';
-import { checkPresence, type PresenceStore } from './presence.js';
-
-/** Presence, as the gateway runs it. */
-export interface PresenceSettings {
-  readonly store: PresenceStore;
-  /** How long (ms) a connection that drops without leaving stays present (`LAMBDACABLE_PRESENCE_TTL`). */
-  readonly ttlMs: number;
-  /**
-   * The most `records` an `info` reply lists (`total` counts every member). @default 100
-   */
-  readonly infoLimit?: number;
-}
+import type { PostFrame, Subscription } from '../ports.js';
+import { presenceErrorFrame, presenceFrame } from '../protocol.js';
+import type { PresenceStore } from './ports.js';
+import { checkPresence } from './presence.js';
+import { DEFAULT_PRESENCE_INFO_LIMIT, type PresenceSettings } from './settings.js';
 
 /** What the presence commands use. */
 export interface PresenceCommandDeps {
   /** Absent: presence is off, and every presence command is refused. */
   readonly presence: PresenceSettings | undefined;
   readonly clock: Clock;
-}
-
-/** The records an `info` reply lists at most, by default. */
-export const DEFAULT_PRESENCE_INFO_LIMIT = 100;
-
-/** The `error` a presence command gets back: `{"type":"presence",…,"message":{"type":"error"}}`. */
-export function presenceErrorFrame(identifier: string, reason: string): string {
-  return presenceFrame(identifier, { type: 'error', reason });
 }
 
 /**

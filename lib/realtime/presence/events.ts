@@ -2,7 +2,8 @@ import type { StreamMessage } from '../../broker/types.js';
 import { defineEvent, type EventType } from '../../events/event.js';
 import { MessageFormatError } from '../../kernel/errors.js';
 import { checkKeyBytes, MAX_STREAM_BYTES } from '../../kernel/limits.js';
-import { checkPresence, type PresenceChange, storedInfo } from './presence.js';
+import type { PresenceChange } from './ports.js';
+import { checkPresence, storedInfo } from './presence.js';
 
 /**
  * The topic of presence changes: the broadcast consumer fans them out as `presence` frames,

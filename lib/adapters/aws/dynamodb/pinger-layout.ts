@@ -13,7 +13,7 @@ import {
   type PartitionReport,
   type PingerLayout,
 } from '../../../realtime/keepalive/partitions.js';
-import type { PingerLayoutStore } from '../../../realtime/keepalive/runs.js';
+import type { PingerLayoutStore } from '../../../realtime/keepalive/ports.js';
 import { awsCall } from '../call.js';
 
 /** The partition key of the pinger's items in the connections table. */

@@ -12,7 +12,7 @@ import type {
   PresenceChange,
   PresenceMember,
   PresenceMembers,
-} from '../../../realtime/presence/presence.js';
+} from '../../../realtime/presence/ports.js';
 import { awsCall } from '../call.js';
 import { queryPages } from './query.js';
 import { ttlSeconds } from './ttl.js';

@@ -18,16 +18,15 @@ import {
   utf8Bytes,
 } from '../../../kernel/limits.js';
 import { bucketOf, MIN_BUCKETS } from '../../../realtime/keepalive/partitions.js';
-import {
-  joinChange,
-  type PresenceChange,
-  type PresenceJoin,
-  type PresenceLeave,
-  type PresenceLeft,
-  type PresenceMembers,
-  type PresenceStore,
-  storedInfo,
-} from '../../../realtime/presence/presence.js';
+import type {
+  PresenceChange,
+  PresenceJoin,
+  PresenceLeave,
+  PresenceLeft,
+  PresenceMembers,
+  PresenceStore,
+} from '../../../realtime/presence/ports.js';
+import { joinChange, storedInfo } from '../../../realtime/presence/presence.js';
 import { awsCall } from '../call.js';
 import { BUCKET_INDEX } from './connections.js';
 import { countUpdates, readMembers } from './presence-count.js';

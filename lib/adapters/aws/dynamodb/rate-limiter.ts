@@ -5,14 +5,12 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { RateLimit, RateLimiter, RateVerdict } from '../../../realtime/limits/ports.js';
 import {
   bucketLifetimeMs,
   emissionInterval,
   latestAllowedTat,
   microseconds,
-  type RateLimit,
-  type RateLimiter,
-  type RateVerdict,
   takeAt,
   verdictOf,
 } from '../../../realtime/limits/rate-limit.js';

@@ -10,12 +10,12 @@ import { activeSessionExpiry, resolveBrokerConfig } from '../../../broker/histor
 import { type BrokerConfig, defaultBrokerConfig } from '../../../broker/types.js';
 import { type Clock, systemClock } from '../../../kernel/clock.js';
 import { type AwsResourceError, ThrottledError } from '../../../kernel/errors.js';
-import {
-  type RevocationStore,
-  type RevocationTarget,
-  type RevocationTimes,
-  revocationKey,
-} from '../../../realtime/auth/revocations.js';
+import type {
+  RevocationStore,
+  RevocationTarget,
+  RevocationTimes,
+} from '../../../realtime/auth/ports.js';
+import { revocationKey } from '../../../realtime/auth/revocations.js';
 import { awsCall } from '../call.js';
 import { ttlSeconds } from './ttl.js';
 

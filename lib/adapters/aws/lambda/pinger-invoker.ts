@@ -1,6 +1,6 @@
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { AwsResourceError } from '../../../kernel/errors.js';
-import type { PartitionRun, PingerInvoker } from '../../../realtime/keepalive/runs.js';
+import type { PartitionRun, PingerInvoker } from '../../../realtime/keepalive/ports.js';
 import { awsCall } from '../call.js';
 
 /** Options of {@link LambdaPingerInvoker}. */

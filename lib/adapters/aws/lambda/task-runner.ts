@@ -4,7 +4,7 @@ import type {
   FanoutTask,
   FanoutTaskReport,
   FanoutTaskRunner,
-} from '../../../realtime/fanout/tree.js';
+} from '../../../realtime/fanout/ports.js';
 import { awsCall } from '../call.js';
 
 /** Options of {@link LambdaTaskRunner}. */

@@ -1,0 +1,16 @@
+/** What a revocation names: a stream, an identity, or one session (by sid). */
+export interface RevocationTarget {
+  readonly kind: 'stream' | 'identity' | 'session';
+  readonly name: string;
+}
+
+/** The latest revocation of targets, by {@link revocationKey}. */
+export type RevocationTimes = ReadonlyMap<string, number>;
+
+/** Where revocations are kept, as long as a session written before them may be restored. */
+export interface RevocationStore {
+  /** Records that `target` was revoked at `atMs` (ms since the epoch); a later one stays. */
+  revoke(target: RevocationTarget, atMs: number): Promise<void>;
+  /** When each of `targets` was last revoked (ms), by {@link revocationKey}; absent: never. */
+  revokedAt(targets: readonly RevocationTarget[]): Promise<RevocationTimes>;
+}
