@@ -20,7 +20,7 @@ export const METRICS_SERVICE = 'lambdacable';
 const WEBSOCKET_API = 'WebsocketsApi';
 
 /**
- * Thresholds and where alarms go. Each has a deploy variable (docs/configuration.md, docs/operations.md);
+ * Thresholds and where alarms go. Each has a deploy variable (docs/configuration.md, "Alarm settings");
  * the defaults page on trouble that lasts, not on one slow request.
  */
 export interface MonitoringSettings {
