@@ -111,7 +111,7 @@ export function exampleConsumerEnabled(env: Readonly<Record<string, string | und
 
 /**
  * The consumer groups of a deployment whose environment is `env`. Add yours here: a name,
- * its topics, its handler file and options; nothing else needs to change (README "Your own
+ * its topics, its handler file and options; nothing else needs to change (docs/consumers.md "Your own
  * consumer").
  */
 export function consumerGroupsFor(

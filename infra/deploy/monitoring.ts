@@ -20,7 +20,7 @@ export const METRICS_SERVICE = 'lambdacable';
 const WEBSOCKET_API = 'WebsocketsApi';
 
 /**
- * Thresholds and where alarms go. Each has a deploy variable (README, "Alarms and runbook");
+ * Thresholds and where alarms go. Each has a deploy variable (docs/configuration.md, "Alarm settings");
  * the defaults page on trouble that lasts, not on one slow request.
  */
 export interface MonitoringSettings {
@@ -184,7 +184,7 @@ export function monitoring(options: MonitoringOptions): {
       Type: 'AWS::CloudWatch::Alarm',
       Properties: {
         AlarmName: `${prefix}-${id.replace(/Alarm$/, '')}`,
-        AlarmDescription: `${description} (README, "Alarms and runbook": ${id})`,
+        AlarmDescription: `${description} (docs/operations.md: ${id})`,
         Namespace: metric.namespace,
         MetricName: metric.name,
         Dimensions: Object.entries(metric.dimensions).map(([Name, Value]) => ({ Name, Value })),

@@ -88,7 +88,7 @@ type Json = any;
  * on each SSM parameter, `secretsmanager:GetSecretValue` on each secret. A SecureString
  * encrypted with the AWS managed key `aws/ssm` (or a secret with `aws/secretsmanager`) needs
  * no `kms:Decrypt` grant: that key's policy lets the service decrypt for any principal of the
- * account allowed the read. A customer managed key needs one (README, Configuration).
+ * account allowed the read. A customer managed key needs one (docs/configuration.md, "Secrets").
  */
 export function secretStatements(
   variables: readonly SecretVariable[],

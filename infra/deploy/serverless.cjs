@@ -66,7 +66,7 @@ function warnOfSecretValues(keys) {
   if (set.length === 0) return;
   process.stderr.write(
     `lambdacable: ${set.join(', ')} ${set.length === 1 ? 'is' : 'are'} set but not deployed: ` +
-      'the functions read secrets from SSM Parameter Store or Secrets Manager (README, Configuration)\n',
+      'the functions read secrets from SSM Parameter Store or Secrets Manager (docs/configuration.md, "Secrets")\n',
   );
 }
 

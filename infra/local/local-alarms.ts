@@ -25,8 +25,8 @@ export interface LocalAlarmsOptions {
   readonly intervalMs?: number;
 }
 
-/** The README section every line points to. */
-const RUNBOOK = 'README, "Alarms and runbook"';
+/** The runbook page every line points to. */
+const RUNBOOK = 'docs/operations.md';
 
 /**
  * What the deployed alarms catch, as one live line each on `npm start`: a message in a

@@ -216,7 +216,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
     if (resources.relayFailuresUrl) base[RELAY_FAILURES_URL_VARIABLE] = resources.relayFailuresUrl;
 
-    // The deployed alarms' local equivalents, one live line each (README, "Alarms and runbook").
+    // The deployed alarms' local equivalents, one live line each (docs/operations.md).
     const alarms = new LocalAlarms({
       sqs,
       queues: [

@@ -100,7 +100,7 @@ Your own consumer, by example: every broadcast also reaches the group "audit"
     : ''
 }
 What a deployed alarm would catch prints a "lambdacable ALARM ..." line here (a message in a
-DLQ or relay-failures, the relay falling behind, undelivered frames): README, "Alarms and runbook".
+DLQ or relay-failures, the relay falling behind, undelivered frames): docs/operations.md.
 
 Ctrl-C stops everything.`);
 

@@ -7,7 +7,7 @@
  * unreadable, oversize, or refused by SQS with SenderFault) is sent again from its copy in the
  * message. Prints a line per record and the
  * events; exits 0 when every record was replayed, 1 when one was kept, 2 on bad usage.
- * See README, "Replaying relay failures".
+ * See docs/consumers.md, "Replaying relay failures".
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';

@@ -10,7 +10,7 @@ import { type Frame, RawClient } from '../helpers/raw-client';
 
 // A hostile client against the whole local stack, as `npm start` runs it, with the default
 // public namespace: what it tries to multiply (padded identifiers, a stream twice, more
-// subscriptions than allowed, floods) is refused as the README says, its whispers reach no
+// subscriptions than allowed, floods) is refused as docs/security.md says, its whispers reach no
 // one who did not allow them, and what a remote command revoked stays revoked on reconnect.
 
 const MAX_SUBSCRIPTIONS = 6;

@@ -17,7 +17,8 @@ import { OrderPlaced } from '../helpers/events';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const tsxCli = join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs');
 const tscCli = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-/** The marker right before the README's service example. */
+/** The page that holds the service example, and the marker right before it. */
+const EXAMPLE_PAGE = 'docs/events.md';
 const EXAMPLE_MARKER = '<!-- example: place-order -->';
 
 const secrets = {
@@ -74,7 +75,8 @@ describe('the lambdacable npm package, installed from its tarball into a new pro
     }
     expect(files).toContain('package.json');
     expect(files).toContain('README.md');
-    // Besides the build and its sources (for the declaration maps): what npm always packs.
+    // Besides the build and its sources (for the declaration maps): what npm always packs. The
+    // docs/ pages stay in the repository, where the README links to them.
     expect(
       files.filter((f) => !/^(dist|lib)\/|^(package\.json|README\.md|LICENSE.*)$/.test(f)),
     ).toEqual([]);
@@ -145,7 +147,7 @@ describe('the lambdacable npm package, installed from its tarball into a new pro
     expect(deep).toBe('ERR_PACKAGE_PATH_NOT_EXPORTED');
   });
 
-  it('type-checks a consumer and the README example with tsc under moduleResolution nodenext', async () => {
+  it('type-checks a consumer and the docs/events.md example with tsc under moduleResolution nodenext', async () => {
     await writeFile(
       join(app, 'consumer.ts'),
       `import {
@@ -200,7 +202,7 @@ export { deep };
         files: ['consumer.ts', 'place-order.ts'],
       }),
     );
-    await writeFile(join(app, 'place-order.ts'), await readmeExample());
+    await writeFile(join(app, 'place-order.ts'), await pageExample());
     const result = await run(process.execPath, [tscCli, '-p', 'tsconfig.json'], {
       cwd: app,
       check: false,
@@ -209,7 +211,7 @@ export { deep };
     expect(result.code).toBe(0);
   }, 120_000);
 
-  it("runs the README example: its transaction's broadcast reaches a client subscribed to orders/o-1 through the stack, and the outbox holds its OrderPlaced; a second run is cancelled and adds nothing", async () => {
+  it("runs the docs/events.md example: its transaction's broadcast reaches a client subscribed to orders/o-1 through the stack, and the outbox holds its OrderPlaced; a second run is cancelled and adds nothing", async () => {
     const c = clients!.cable(
       await createConnectToken(
         { sub: 'newcomer', ttlSeconds: 600 },
@@ -224,7 +226,7 @@ export { deep };
     await channel.ensureSubscribed();
 
     const script = join(app, 'place-order.ts');
-    await writeFile(script, await readmeExample());
+    await writeFile(script, await pageExample());
     // Only the endpoint is given: the table names are the example's defaults.
     const env = { ...cleanEnv(), DYNAMODB_ENDPOINT: stack!.dynamodbEndpoint };
     const first = await run(process.execPath, [tsxCli, script], { cwd: app, env, check: false });
@@ -267,13 +269,13 @@ export { deep };
   }, 90_000);
 });
 
-/** The code block after {@link EXAMPLE_MARKER} in README.md, exactly. */
-async function readmeExample(): Promise<string> {
-  const readme = await readFile(join(root, 'README.md'), 'utf8');
-  const at = readme.indexOf(EXAMPLE_MARKER);
-  if (at < 0) throw new Error(`README.md has no ${EXAMPLE_MARKER}`);
-  const block = /^\s*```ts\n([\s\S]*?)\n```\n/.exec(readme.slice(at + EXAMPLE_MARKER.length));
-  if (!block) throw new Error(`README.md: no \`\`\`ts block right after ${EXAMPLE_MARKER}`);
+/** The code block after {@link EXAMPLE_MARKER} in {@link EXAMPLE_PAGE}, exactly. */
+async function pageExample(): Promise<string> {
+  const page = await readFile(join(root, EXAMPLE_PAGE), 'utf8');
+  const at = page.indexOf(EXAMPLE_MARKER);
+  if (at < 0) throw new Error(`${EXAMPLE_PAGE} has no ${EXAMPLE_MARKER}`);
+  const block = /^\s*```ts\n([\s\S]*?)\n```\n/.exec(page.slice(at + EXAMPLE_MARKER.length));
+  if (!block) throw new Error(`${EXAMPLE_PAGE}: no \`\`\`ts block right after ${EXAMPLE_MARKER}`);
   return `${block[1]}\n`;
 }
 
@@ -288,7 +290,7 @@ async function packLibrary(dir: string): Promise<string> {
 }
 
 /**
- * A new ESM project that installs the tarball as a user would, with what the README example
+ * A new ESM project that installs the tarball as a user would, with what the docs example
  * imports besides it (`@aws-sdk/client-dynamodb`, as the library pins it, so npm dedupes it)
  * and the Node types a TypeScript consumer has.
  */

@@ -547,7 +547,7 @@ interface PresenceMessage {
   readonly records?: readonly { id: string; info?: unknown }[];
 }
 
-describe('presence with the stock client (channel.presence: join, leave, info; README, "Presence")', () => {
+describe('presence with the stock client (channel.presence: join, leave, info; docs/presence.md)', () => {
   const TTL_MS = Number(secrets.LAMBDACABLE_PRESENCE_TTL) * 1000;
   /** A stock client subscribed to `stream`, with every presence event its channel gets. */
   async function member(sub: string, stream: string) {
@@ -829,7 +829,7 @@ describe('your own consumer (the example group `audit`, infra/deploy/consumers.t
   }, 60_000);
 });
 
-describe('the local equivalents of the alarms (README, "Alarms and runbook")', () => {
+describe('the local equivalents of the alarms (docs/operations.md)', () => {
   it('prints a live line when a poisoned message lands in a DLQ, and the message is there', async () => {
     const sqs = new SQSClient({
       endpoint: stack.sqsEndpoint,
@@ -854,9 +854,7 @@ describe('the local equivalents of the alarms (README, "Alarms and runbook")', (
           timeout: 50_000,
           interval: 500,
         })
-        .toEqual([
-          `lambdacable ALARM AuditDlqAlarm: 1 message(s) in ${dlq} (README, "Alarms and runbook")`,
-        ]);
+        .toEqual([`lambdacable ALARM AuditDlqAlarm: 1 message(s) in ${dlq} (docs/operations.md)`]);
       const got = await sqs.send(
         new ReceiveMessageCommand({
           QueueUrl: queue.dlqUrl,

@@ -1,5 +1,5 @@
 /**
- * A writer in another language, as README "Writing events from another language" describes
+ * A writer in another language, as docs/events.md "Writing events from another language" describes
  * it: the write side uses only the low-level DynamoDB API (attribute values by hand) and
  * plain avsc, nothing of this library; the read side is the real path (outbox stream →
  * OutboxRelay → SQS FIFO → AvroCodec).
@@ -31,7 +31,7 @@ import { testResources } from '../helpers/aws';
 import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
 
 // ---------------------------------------------------------------------------------------
-// The foreign writer: what a Python/Java/Go service would code from the README.
+// The foreign writer: what a Python/Java/Go service would code from docs/events.md.
 // ---------------------------------------------------------------------------------------
 
 type PlainSchema = string | PlainSchema[] | { type: string; [k: string]: unknown };
@@ -78,7 +78,7 @@ function eventId(nowMs: number): string {
 
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 
-/** The README's schema-table lookups and registration, raw. */
+/** The docs' schema-table lookups and registration, raw. */
 class ForeignSchemas {
   constructor(
     private readonly ddb: DynamoDBClient,
@@ -138,7 +138,7 @@ class ForeignSchemas {
     return out.Item?.id?.N === undefined ? undefined : Number(out.Item.id.N);
   }
 
-  /** Steps 1–6 of "Registering" in the README. */
+  /** Steps 1–6 of "Registering" in docs/events.md. */
   async register(subject: string, canonical: string): Promise<number> {
     const hash = sha256(canonical);
     for (let attempt = 0; attempt < 10; attempt++) {
@@ -200,7 +200,7 @@ class ForeignSchemas {
   }
 }
 
-/** The outbox `Put` of the README's table, attribute by attribute. */
+/** The outbox `Put` of the docs' table, attribute by attribute. */
 function outboxPut(
   table: string,
   e: {
@@ -285,7 +285,7 @@ const groups = [
   { name: 'broadcast', topics: [BROADCAST_TOPIC] },
 ];
 
-describe('a foreign writer following the README (raw DynamoDB, DynamoDB Local + fauxqs)', () => {
+describe('a foreign writer following docs/events.md (raw DynamoDB, DynamoDB Local + fauxqs)', () => {
   let env: Awaited<ReturnType<typeof testResources>>;
   let business: string;
   let schemas: ForeignSchemas;
@@ -332,7 +332,7 @@ describe('a foreign writer following the README (raw DynamoDB, DynamoDB Local + 
     const latest = await schemas.latest('shop.PaymentCaptured');
     expect(latest?.sk).toBe('v#000001');
     const stored = await schemas.schema(latest!.id);
-    // The canonical JSON as the README spells it (logicalType dropped, the name qualified).
+    // The canonical JSON as docs/events.md spells it (logicalType dropped, the name qualified).
     const canonical =
       '{"name":"shop.PaymentCaptured","type":"record","fields":[{"name":"paymentId","type":"string"},{"name":"amountMicros","type":"long"},{"name":"capturedAt","type":"long"}]}';
     expect(stored).toBe(canonical);
@@ -432,7 +432,7 @@ describe('a foreign writer following the README (raw DynamoDB, DynamoDB Local + 
   });
 
   it('registers a brand-new schema the documented way, concurrently, and the library decodes it', async () => {
-    // Built key by key in the README's canonical order, as json.dumps would keep it.
+    // Built key by key in the docs' canonical order, as json.dumps would keep it.
     const v1 = JSON.stringify({
       name: 'shop.RefundIssued',
       type: 'record',
@@ -525,7 +525,7 @@ describe('a foreign writer following the README (raw DynamoDB, DynamoDB Local + 
     const id =
       (await schemas.idOf(canonical)) ??
       (await schemas.register('lambdacable.Broadcast', canonical));
-    // The README's schema is the library's: a TypeScript sender finds the same id.
+    // The docs' schema is the library's: a TypeScript sender finds the same id.
     expect(await new AvroCodec(registry).register(BroadcastEvent)).toBe(id);
 
     const value = { stream: 'orders/o-1', data: JSON.stringify({ placed: true }) };

@@ -323,7 +323,7 @@ describe('replay and a consumer with an ack store', () => {
     const offset = BigInt(sequenceOf.get(first!.id)!);
     expect(offset).toBeLessThan(before!.ackLevel);
     expect(offset).toBeGreaterThan(before!.floor!);
-    // Delivered and handled (at least once: README, "Replaying relay failures"); the ack
+    // Delivered and handled (at least once: docs/consumers.md, "Replaying relay failures"); the ack
     // state is not written.
     expect(await consume()).toBe(1);
     expect(handled).toEqual([zero!.id, later!.id, first!.id]);

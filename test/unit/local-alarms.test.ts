@@ -35,7 +35,7 @@ describe('LocalAlarms: the live lines npm start prints for what the deployed ala
     watcher.output(`log line\n${line.slice(0, 20)}`);
     watcher.output(`${line.slice(20)}\n`);
     expect(lines).toEqual([
-      'lambdacable ALARM UndeliveredFramesAlarm: 2 frame(s) undelivered (README, "Alarms and runbook")',
+      'lambdacable ALARM UndeliveredFramesAlarm: 2 frame(s) undelivered (docs/operations.md)',
     ]);
   });
 
@@ -54,8 +54,8 @@ describe('LocalAlarms: the live lines npm start prints for what the deployed ala
     watcher.iteratorAge(threshold * 2);
     watcher.iteratorAge(10);
     expect(lines).toEqual([
-      `lambdacable ALARM RelayLagAlarm: the stream relay is ${threshold / 1000} s behind (README, "Alarms and runbook")`,
-      'lambdacable OK RelayLagAlarm: the stream relay caught up (README, "Alarms and runbook")',
+      `lambdacable ALARM RelayLagAlarm: the stream relay is ${threshold / 1000} s behind (docs/operations.md)`,
+      'lambdacable OK RelayLagAlarm: the stream relay caught up (docs/operations.md)',
     ]);
   });
 });

@@ -163,7 +163,7 @@ describe('secrets from SSM Parameter Store and Secrets Manager (a loopback stand
     expect(refused).toBeInstanceOf(ConfigError);
     expect((refused as ConfigError).variable).toBe('LAMBDACABLE_JWT_SECRET_PARAM');
     expect((refused as Error).message).toBe(
-      'SSM parameter /lambdacable/test/nothing (LAMBDACABLE_JWT_SECRET_PARAM) does not exist or is empty: create it (README, Configuration)',
+      'SSM parameter /lambdacable/test/nothing (LAMBDACABLE_JWT_SECRET_PARAM) does not exist or is empty: create it (docs/configuration.md, "Secrets")',
     );
     const secret = await configOf({
       LAMBDACABLE_BROADCAST_KEY_PARAM: 'secretsmanager:lambdacable/test/nothing',

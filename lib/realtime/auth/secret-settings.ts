@@ -110,7 +110,7 @@ export async function resolveSecrets(
     if (value === undefined || value === '') {
       if (reference.optional) continue;
       throw new ConfigError(
-        `${describeReference(reference)} does not exist or is empty: create it (README, Configuration)`,
+        `${describeReference(reference)} does not exist or is empty: create it (docs/configuration.md, "Secrets")`,
         { variable },
       );
     }

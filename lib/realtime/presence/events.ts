@@ -7,7 +7,7 @@ import { checkPresence, storedInfo } from './presence.js';
 
 /**
  * The topic of presence changes: the broadcast consumer fans them out as `presence` frames,
- * and a service's consumer group may subscribe to it (README "Presence").
+ * and a service's consumer group may subscribe to it (docs/presence.md).
  */
 export const PRESENCE_TOPIC = 'lambdacable.presence';
 
