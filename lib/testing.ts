@@ -16,7 +16,8 @@ export {
   type QueuedMessage,
 } from './adapters/memory/messaging.js';
 export { MemoryOutbox, MemoryTransaction } from './adapters/memory/outbox.js';
-export { MemoryPingerInvoker, MemoryPingerLayoutStore } from './adapters/memory/pinger-layout.js';
+export { MemoryPingerInvoker } from './adapters/memory/pinger-invoker.js';
+export { MemoryPingerLayoutStore } from './adapters/memory/pinger-layout.js';
 export { MemoryPresenceStore } from './adapters/memory/presence.js';
 export { MemoryRateLimiter } from './adapters/memory/rate-limiter.js';
 export { MemorySchemaRegistry } from './adapters/memory/schema-registry.js';

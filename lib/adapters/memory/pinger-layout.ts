@@ -3,11 +3,7 @@ import {
   type PartitionReport,
   type PingerLayout,
 } from '../../realtime/keepalive/partitions.js';
-import type {
-  PartitionRun,
-  PingerInvoker,
-  PingerLayoutStore,
-} from '../../realtime/keepalive/ports.js';
+import type { PingerLayoutStore } from '../../realtime/keepalive/ports.js';
 
 /** An in-memory {@link PingerLayoutStore}. */
 export class MemoryPingerLayoutStore implements PingerLayoutStore {
@@ -34,18 +30,5 @@ export class MemoryPingerLayoutStore implements PingerLayoutStore {
   async putReport(report: PartitionReport): Promise<void> {
     const known = this.runs.get(report.partition);
     if (!known || known.startedAt <= report.startedAt) this.runs.set(report.partition, report);
-  }
-}
-
-/** An in-memory {@link PingerInvoker}: records the runs started and hands each to `onStart`. */
-export class MemoryPingerInvoker implements PingerInvoker {
-  /** Every run started, in order. */
-  readonly started: PartitionRun[] = [];
-
-  constructor(private readonly onStart: (run: PartitionRun) => void = () => {}) {}
-
-  async start(run: PartitionRun): Promise<void> {
-    this.started.push(run);
-    this.onStart(run);
   }
 }

@@ -1,11 +1,11 @@
 import type { Clock } from '../../kernel/clock.js';
 import { UnauthorizedError } from '../../kernel/errors.js';
-import type { GatewayConfig } from '../config.js';
+import type { AuthConfig } from './settings.js';
 import { verifyConnectToken } from './tokens.js';
 
 /** The settings identification reads. */
 export type IdentityConfig = Pick<
-  GatewayConfig,
+  AuthConfig,
   | 'allowAnonymous'
   | 'jwtSecret'
   | 'jwtPreviousSecret'

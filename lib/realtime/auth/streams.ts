@@ -1,17 +1,15 @@
 import { MAX_IDENTIFIER_BYTES, MAX_STREAM_BYTES, utf8Bytes } from '../../kernel/limits.js';
-import type { GatewayConfig } from '../config.js';
+import type { CommandsConfig } from '../gateway/settings.js';
 import { PUBSUB_CHANNEL, type Refusal } from '../protocol.js';
+import type { AuthConfig } from './settings.js';
 import { verifySignedStreamName } from './tokens.js';
 
 /** The settings stream resolution reads. */
 export type StreamsConfig = Pick<
-  GatewayConfig,
-  | 'streamsSecret'
-  | 'streamsPreviousSecret'
-  | 'whisperOnSigned'
-  | 'publicStreams'
-  | 'publicStreamPrefix'
->;
+  AuthConfig,
+  'streamsSecret' | 'streamsPreviousSecret' | 'publicStreams' | 'publicStreamPrefix'
+> &
+  Pick<CommandsConfig, 'whisperOnSigned'>;
 
 /** Why a `$pubsub` identifier names no stream a client may subscribe to. */
 export type StreamRefusalReason =

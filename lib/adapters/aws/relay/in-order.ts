@@ -1,6 +1,18 @@
 import type { DynamoDBRecord } from 'aws-lambda';
-import type { RelayResult } from './relay.js';
-import type { RelayReplayOptions } from './replay.js';
+import type { RelayCallOptions, RelayResult } from './relay.js';
+
+/** What {@link relayInOrder} sends with, and how often it tries. */
+export interface RelayInOrderOptions {
+  /** Sends the events: an `OutboxRelay` with the deployed relay's routes. */
+  readonly relay: {
+    relay(records: readonly DynamoDBRecord[], options?: RelayCallOptions): Promise<RelayResult>;
+  };
+  /**
+   * Relay attempts from the first record not sent yet, before the replay gives up.
+   * @default 5
+   */
+  readonly maxAttempts?: number;
+}
 
 /** Records handed to one `relay()` call: Lambda's batch size for the relay. */
 const RELAY_BATCH = 100;
@@ -13,7 +25,7 @@ const RELAY_BATCH = 100;
  */
 export async function relayInOrder(
   records: readonly DynamoDBRecord[],
-  options: Pick<RelayReplayOptions, 'relay' | 'maxAttempts'>,
+  options: RelayInOrderOptions,
 ): Promise<{ count: number; refused: ReadonlySet<string>; error: string | undefined }> {
   const maxAttempts = options.maxAttempts ?? 5;
   let done = 0;

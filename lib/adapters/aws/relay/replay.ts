@@ -10,25 +10,15 @@ import type { DynamoDBRecord } from 'aws-lambda';
 import { awsCall } from '../call.js';
 import { recordFromItem } from '../dynamodb/outbox.js';
 import { parseRelayFailure, type RelayFailure, readShardRange } from './failure-record.js';
-import { relayInOrder } from './in-order.js';
+import { type RelayInOrderOptions, relayInOrder } from './in-order.js';
 import { isParkedRecordBody, type ParkedRelayRecord, parseParkedRecord } from './parking.js';
-import type { RelayCallOptions, RelayResult } from './relay.js';
 
 /** Options of {@link replayRelayFailure}. */
-export interface RelayReplayOptions {
+export interface RelayReplayOptions extends RelayInOrderOptions {
   readonly streams: DynamoDBStreamsClient;
   readonly dynamodb: DynamoDBClient;
   /** The outbox table: each named event's item is read from it (consistent `GetItem`). */
   readonly outboxTable: string;
-  /** Sends the events: an `OutboxRelay` with the deployed relay's routes. */
-  readonly relay: {
-    relay(records: readonly DynamoDBRecord[], options?: RelayCallOptions): Promise<RelayResult>;
-  };
-  /**
-   * Relay attempts from the first record not sent yet, before the replay gives up.
-   * @default 5
-   */
-  readonly maxAttempts?: number;
   /**
    * Reads the range and the items and reports them, sends nothing.
    * @default false
