@@ -6,19 +6,14 @@
 
 export { MemoryAckStore } from './adapters/memory/ack-store.js';
 export { MemoryBroker, type MemoryBrokerOptions } from './adapters/memory/broker.js';
+export { MemoryClient, type MemoryClientOptions } from './adapters/memory/client.js';
 export { MemoryConnectionApi, type PostedFrame } from './adapters/memory/connection-api.js';
 export { MemoryConnectionStore } from './adapters/memory/connections.js';
-export {
-  type DeadLetter,
-  MemoryClient,
-  type MemoryClientOptions,
-  MemoryQueue,
-  type QueuedMessage,
-} from './adapters/memory/messaging.js';
 export { MemoryOutbox, MemoryTransaction } from './adapters/memory/outbox.js';
 export { MemoryPingerInvoker } from './adapters/memory/pinger-invoker.js';
 export { MemoryPingerLayoutStore } from './adapters/memory/pinger-layout.js';
 export { MemoryPresenceStore } from './adapters/memory/presence.js';
+export { type DeadLetter, MemoryQueue, type QueuedMessage } from './adapters/memory/queue.js';
 export { MemoryRateLimiter } from './adapters/memory/rate-limiter.js';
 export { MemorySchemaRegistry } from './adapters/memory/schema-registry.js';
 export { MemorySessionCache, type MemorySessionCacheOptions } from './adapters/memory/sessions.js';
