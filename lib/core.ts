@@ -139,15 +139,17 @@ export {
   BROADCAST_TOPIC,
   type Broadcast,
   BroadcastEvent,
-  type BroadcastRequestItem,
   checkBroadcast,
   checkRemoteCommand,
+  type RemoteCommand,
+  RemoteCommandEvent,
+} from './realtime/broadcasts/events.js';
+export {
+  type BroadcastRequestItem,
   hasBroadcastKey,
   parseBroadcastRequest,
   parseIdempotencyKey,
-  type RemoteCommand,
-  RemoteCommandEvent,
-} from './realtime/broadcasts/broadcasts.js';
+} from './realtime/broadcasts/http-request.js';
 export {
   type ComposeRealtimeOptions,
   composeRealtime,

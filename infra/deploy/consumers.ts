@@ -6,7 +6,7 @@
  */
 
 import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
-import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/broadcasts';
+import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/events';
 import { PRESENCE_TOPIC } from '../../lib/realtime/presence/events';
 import type { Permission } from './cloudformation';
 

@@ -9,7 +9,7 @@ import {
   IDENTITY_INDEX,
   STREAM_INDEX,
 } from '../../lib/adapters/aws/dynamodb/connections';
-import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/broadcasts';
+import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/events';
 
 export { BUCKET_INDEX, IDENTITY_INDEX, STREAM_INDEX };
 

@@ -11,7 +11,7 @@ import {
   parseBroadcastRequest,
   RemoteCommandEvent,
 } from '../../lib/core';
-import { COMMANDS_KEY } from '../../lib/realtime/broadcasts/broadcasts';
+import { COMMANDS_KEY } from '../../lib/realtime/broadcasts/events';
 
 describe('parseBroadcastRequest (AnyCable broadcast API body)', () => {
   it('reads one broadcast, or an array of broadcasts and commands, in order', () => {

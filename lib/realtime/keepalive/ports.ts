@@ -30,5 +30,6 @@ export interface PartitionRun {
 
 /** The welcome the pinger delivers to new connections: `Gateway.welcome`. */
 export interface Welcomer {
+  /** Delivers the welcome; `false` when the connection is not reachable yet (call again). */
   welcome(connectionId: string, known?: ConnectionRecord): Promise<boolean>;
 }
