@@ -5,6 +5,7 @@
  */
 
 import type { TransactWriteItem } from '@aws-sdk/client-dynamodb';
+import type { LambdaClient } from '@aws-sdk/client-lambda';
 import { DELIVER_FUNCTION_VARIABLE } from '../infra/deploy/names';
 import {
   ApiGatewayConnectionApi,
@@ -93,7 +94,7 @@ function adapters(): WebSocketAdapters {
 }
 
 /** The Lambda client (`LAMBDACABLE_LAMBDA_ENDPOINT` points it at serverless-offline locally). */
-function lambda() {
+function lambda(): LambdaClient {
   return part('lambda', ({ record, settings }) => lambdaClient(record, settings.endpoints.lambda));
 }
 

@@ -1,8 +1,8 @@
 /**
  * The consumer groups: the one place to declare a consumer. From each entry follow its SQS
- * FIFO queue and DLQ (`cloudformation.ts`), the relay's route from its topics, its Lambda
- * function with the queue as event source (`consumer-functions.cjs`, a plugin of
- * `serverless.yml`), its IAM role, and locally a poller that invokes it (`npm start`).
+ * FIFO queue and DLQ (`storage.ts`), the relay's route from its topics, its Lambda
+ * function with the queue as event source (`function-settings.ts`, through
+ * `serverless.cjs`), its IAM role, and locally a poller that invokes it (`npm start`).
  */
 
 import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';

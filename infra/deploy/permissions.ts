@@ -48,15 +48,16 @@ export type Permission =
    */
   | { readonly actions: readonly string[]; readonly resources: readonly Json[] };
 
+/** The DynamoDB actions the lists grant (`roles.ts` grants a consumer group's from them too). */
 export const GET = 'dynamodb:GetItem';
-export const PUT = 'dynamodb:PutItem';
+const PUT = 'dynamodb:PutItem';
 export const UPDATE = 'dynamodb:UpdateItem';
-export const DELETE = 'dynamodb:DeleteItem';
+const DELETE = 'dynamodb:DeleteItem';
 export const QUERY = 'dynamodb:Query';
-export const BATCH_WRITE = 'dynamodb:BatchWriteItem';
-export const BATCH_GET = 'dynamodb:BatchGetItem';
+const BATCH_WRITE = 'dynamodb:BatchWriteItem';
+const BATCH_GET = 'dynamodb:BatchGetItem';
 /** A `TransactWriteItems` item that only checks a condition (a presence record still held). */
-export const CONDITION_CHECK = 'dynamodb:ConditionCheckItem';
+const CONDITION_CHECK = 'dynamodb:ConditionCheckItem';
 
 /** The SQS event source mapping's actions, and the consumer's own visibility changes. */
 export const CONSUME = [

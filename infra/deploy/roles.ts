@@ -3,8 +3,7 @@
  * each consumer group's, as `AWS::IAM::Role` resources, and the secrets each function reads.
  */
 
-import type { ConsumerGroupDefinition } from './consumers';
-import { consumerGroupsFor } from './consumers';
+import { type ConsumerGroupDefinition, consumerGroupsFor } from './consumers';
 import {
   queueLogicalIds,
   RELAY_FAILURES_QUEUE,

@@ -60,7 +60,7 @@ export async function createLocalResources(options: {
     for (const group of options.consumerGroups ?? consumerGroupsFor(process.env)) {
       queues[group.name] = await createGroupQueue(options.sqs, prefix, group);
     }
-    // As infra/deploy/cloudformation.ts defines it: a standard queue, 14 days.
+    // As infra/deploy/storage.ts defines it: a standard queue, 14 days.
     relayFailuresUrl = await createQueue(options.sqs, relayFailuresQueueName(prefix), {
       MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),
     });

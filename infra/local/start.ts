@@ -36,7 +36,7 @@ let stopRequestedAt: number | undefined;
 
 /**
  * Stops the stack and exits. Before the stack is up, or on a second request, it exits at
- * once: the exit hooks of infra/local/stack.ts and infra/local/services.ts then kill
+ * once: the exit hooks of infra/local/offline/launch.ts and infra/local/services.ts then kill
  * serverless-offline and DynamoDB Local outright.
  */
 function requestStop(reason: string, exitCode: number): void {
