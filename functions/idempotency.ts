@@ -6,8 +6,8 @@
 
 import { IdempotencyConfig } from '@aws-lambda-powertools/idempotency';
 import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { CLIENT_DEFAULTS, runtime } from './runtime';
+import { dynamodbClient } from './clients';
+import { runtime } from './runtime';
 
 /** What `makeIdempotent` takes for `POST /_broadcast`'s `Idempotency-Key`. */
 export interface Idempotency {
@@ -26,11 +26,8 @@ let built: Idempotency | undefined;
  */
 export function idempotency(): Idempotency {
   if (built) return built;
-  const { tables, config, record } = runtime();
-  const endpoint = process.env.LAMBDACABLE_DYNAMODB_ENDPOINT || undefined;
-  const client = record(
-    new DynamoDBClient({ ...CLIENT_DEFAULTS, ...(endpoint ? { endpoint } : {}) }),
-  );
+  const { tables, config, record, settings } = runtime();
+  const client = dynamodbClient(record, settings.endpoints.dynamodb);
   built = {
     persistenceStore: new DynamoDBPersistenceLayer({
       tableName: tables.idempotency,

@@ -1,14 +1,15 @@
 /**
  * The consumer groups: the one place to declare a consumer. From each entry follow its SQS
- * FIFO queue and DLQ (`cloudformation.ts`), the relay's route from its topics, its Lambda
- * function with the queue as event source (`consumer-functions.cjs`, a plugin of
- * `serverless.yml`), its IAM role, and locally a poller that invokes it (`npm start`).
+ * FIFO queue and DLQ (`storage.ts`), the relay's route from its topics, its Lambda
+ * function with the queue as event source (`function-settings.ts`, through
+ * `serverless.cjs`), its IAM role, and locally a poller that invokes it (`npm start`).
  */
 
 import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
 import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/events';
 import { PRESENCE_TOPIC } from '../../lib/realtime/presence/events';
-import type { Permission } from './cloudformation';
+import { EXAMPLE_CONSUMER_VARIABLE } from './names';
+import type { Permission } from './permissions';
 
 /** A consumer group: one SQS FIFO queue (and its DLQ) subscribed to topics, and its function. */
 export interface ConsumerGroupDefinition {
@@ -106,19 +107,17 @@ const audit: ConsumerGroupDefinition = {
 
 /** Whether the example consumer is part of this deployment (`LAMBDACABLE_EXAMPLE_CONSUMER`). */
 export function exampleConsumerEnabled(env: Readonly<Record<string, string | undefined>>): boolean {
-  return env.LAMBDACABLE_EXAMPLE_CONSUMER === 'true';
+  return env[EXAMPLE_CONSUMER_VARIABLE] === 'true';
 }
 
 /**
  * The consumer groups of a deployment whose environment is `env`. Add yours here: a name,
  * its topics, its handler file and options; nothing else needs to change (docs/consumers.md "Your own
- * consumer").
+ * consumer"). Each side calls it once, at its start, with its environment (serverless.cjs,
+ * the functions' settings, npm start): no module reads `process.env` when it is imported.
  */
 export function consumerGroupsFor(
   env: Readonly<Record<string, string | undefined>>,
 ): readonly ConsumerGroupDefinition[] {
   return [broadcast, ...(exampleConsumerEnabled(env) ? [audit] : [])];
 }
-
-/** The consumer groups of this deployment (`serverless.yml` passes the variable to every function). */
-export const consumerGroups: readonly ConsumerGroupDefinition[] = consumerGroupsFor(process.env);

@@ -10,7 +10,10 @@ import {
   STREAM_INDEX,
 } from '../../lib/adapters/aws/dynamodb/connections';
 import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/events';
+import type { TableName } from './names';
 
+// The names of the tables and queues, from the one module of names, as before.
+export { pascal, queueNames, relayFailuresQueueName, type TableName, tableName } from './names';
 export { BUCKET_INDEX, IDENTITY_INDEX, STREAM_INDEX };
 
 /** A key attribute. */
@@ -32,16 +35,6 @@ export interface TableDefinition {
   /** The TTL attribute (epoch seconds), if the table expires items. */
   readonly ttlAttribute?: string;
 }
-
-/** The logical tables. */
-export type TableName =
-  | 'outbox'
-  | 'history'
-  | 'sessions'
-  | 'connections'
-  | 'acks'
-  | 'schemas'
-  | 'idempotency';
 
 const S = (name: string): AttributeDefinition => ({ AttributeName: name, AttributeType: 'S' });
 const N = (name: string): AttributeDefinition => ({ AttributeName: name, AttributeType: 'N' });
@@ -128,7 +121,6 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
 // The consumer groups are declared in one place of their own.
 export {
   type ConsumerGroupDefinition,
-  consumerGroups,
   consumerGroupsFor,
   exampleConsumerEnabled,
 } from './consumers';
@@ -137,32 +129,5 @@ export { BROADCAST_TOPIC };
 /** The default timeout of a function, in seconds (`provider.timeout` in serverless.yml). */
 export const DEFAULT_FUNCTION_TIMEOUT = 30;
 
-/** Physical table name. */
-export function tableName(prefix: string, table: TableName): string {
-  return `${prefix}-${table}`;
-}
-
-/** Physical queue names of a group. */
-export function queueNames(prefix: string, group: string): { queue: string; dlq: string } {
-  return { queue: `${prefix}-${group}.fifo`, dlq: `${prefix}-${group}-dlq.fifo` };
-}
-
-/**
- * Physical name of the standard queue that receives the stream relay's on-failure records
- * (Lambda's metadata of a batch it gave up): what `npm run relay:replay` reads.
- */
-export function relayFailuresQueueName(prefix: string): string {
-  return `${prefix}-relay-failures`;
-}
-
 /** DLQ retention: the SQS maximum, 14 days, so a failure can be inspected. */
 export const DLQ_RETENTION_SECONDS = 1_209_600;
-
-/** A name as a CloudFormation logical id part: `outbox-relay` → `OutboxRelay`. */
-export function pascal(name: string): string {
-  return name
-    .split(/[^A-Za-z0-9]/)
-    .filter(Boolean)
-    .map((part) => part[0]!.toUpperCase() + part.slice(1))
-    .join('');
-}

@@ -5,115 +5,49 @@
  * same definitions as the rest of the template (`cloudFormation` merges it in).
  */
 
-import { ConfigError } from '../../lib/kernel/errors';
 import type { ConsumerGroupDefinition } from './consumers';
-import { pascal, queueNames, relayFailuresQueueName, tableName } from './definitions';
+import { dashboardBody } from './dashboard';
+import {
+  erroringFunctions,
+  METRICS_NAMESPACE,
+  METRICS_SERVICE,
+  type MonitoringSettings,
+} from './monitoring-settings';
+import {
+  ALARM_TOPIC,
+  alarmIds,
+  DASHBOARD,
+  errorsAlarmId,
+  queueNames,
+  RELAY_FAILURES_ALARM,
+  RELAY_LAG_ALARM,
+  RELAY_REFUSED_ALARM,
+  relayFailuresQueueName,
+  UNDELIVERED_FRAMES_ALARM,
+} from './names';
+import type { Json, Resource } from './template';
 
-type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
-type Resource = { Type: string; Properties: Record<string, Json>; Condition?: string };
-
-/** The namespace and `service` dimension the functions' Powertools metrics are published under. */
-export const METRICS_NAMESPACE = 'lambdacable';
-export const METRICS_SERVICE = 'lambdacable';
-
-/** The WebSocket API's logical id, as the Serverless Framework names it. */
-const WEBSOCKET_API = 'WebsocketsApi';
-
-/**
- * Thresholds and where alarms go. Each has a deploy variable (docs/configuration.md, "Alarm settings");
- * the defaults page on trouble that lasts, not on one slow request.
- */
-export interface MonitoringSettings {
-  /** An SNS topic to notify instead of the stack's own `<prefix>-alarms`. */
-  readonly topicArn?: string;
-  /** An address subscribed to the stack's topic (it must confirm the subscription). */
-  readonly email?: string;
-  /** Visible messages in a dead-letter queue or the relay-failures queue. @default 1 */
-  readonly deadLetterMessages: number;
-  /** Age of the oldest message of a consumer group's queue, in seconds. @default 900 */
-  readonly queueAgeSeconds: number;
-  /** The stream relay's `IteratorAge` (ms), held for 3 minutes. @default 120000 */
-  readonly iteratorAgeMs: number;
-  /** `Errors` of a function fed by a queue, the stream or the schedule, in 5 minutes. @default 3 */
-  readonly functionErrors: number;
-  /** `undeliveredFrames` in 5 minutes. @default 1 */
-  readonly undeliveredFrames: number;
-  /** `failedMessages` (nacked or failed messages of the consumers) in 5 minutes. @default 10 */
-  readonly failedMessages: number;
-}
-
-/** The defaults of {@link MonitoringSettings}. */
-export const DEFAULT_MONITORING: MonitoringSettings = {
-  deadLetterMessages: 1,
-  queueAgeSeconds: 900,
-  iteratorAgeMs: 120_000,
-  functionErrors: 3,
-  undeliveredFrames: 1,
-  failedMessages: 10,
-};
-
-/** The deploy variables of {@link MonitoringSettings}, by setting. */
-export const MONITORING_VARIABLES = {
-  topicArn: 'LAMBDACABLE_ALARM_TOPIC_ARN',
-  email: 'LAMBDACABLE_ALARM_EMAIL',
-  deadLetterMessages: 'LAMBDACABLE_ALARM_DLQ_MESSAGES',
-  queueAgeSeconds: 'LAMBDACABLE_ALARM_QUEUE_AGE',
-  iteratorAgeMs: 'LAMBDACABLE_ALARM_ITERATOR_AGE_MS',
-  functionErrors: 'LAMBDACABLE_ALARM_FUNCTION_ERRORS',
-  undeliveredFrames: 'LAMBDACABLE_ALARM_UNDELIVERED_FRAMES',
-  failedMessages: 'LAMBDACABLE_ALARM_FAILED_MESSAGES',
-} as const satisfies Record<keyof MonitoringSettings, string>;
-
-/**
- * Settings from deploy variables (`serverless.yml` passes them; empty means the default).
- * Throws on a threshold that is not a positive number, so a typo fails the deploy.
- */
-export function monitoringSettings(
-  env: Readonly<Record<string, string | undefined>>,
-): MonitoringSettings {
-  const number = (key: keyof typeof DEFAULT_MONITORING & keyof MonitoringSettings): number => {
-    const name = MONITORING_VARIABLES[key];
-    const raw = env[name];
-    if (raw === undefined || raw === '') return DEFAULT_MONITORING[key] as number;
-    const value = Number(raw);
-    if (!Number.isFinite(value) || value <= 0) {
-      throw new ConfigError(`${name}: ${JSON.stringify(raw)} is not a positive number`, {
-        variable: name,
-      });
-    }
-    return value;
-  };
-  const topicArn = env[MONITORING_VARIABLES.topicArn] || undefined;
-  const email = env[MONITORING_VARIABLES.email] || undefined;
-  return {
-    ...(topicArn ? { topicArn } : {}),
-    ...(email ? { email } : {}),
-    deadLetterMessages: number('deadLetterMessages'),
-    queueAgeSeconds: number('queueAgeSeconds'),
-    iteratorAgeMs: number('iteratorAgeMs'),
-    functionErrors: number('functionErrors'),
-    undeliveredFrames: number('undeliveredFrames'),
-    failedMessages: number('failedMessages'),
-  };
-}
-
-/** Logical ids of the alarms `npm start` also prints (infra/local/local-alarms.ts). */
-export const RELAY_FAILURES_ALARM = 'RelayFailuresAlarm';
-export const RELAY_LAG_ALARM = 'RelayLagAlarm';
-export const UNDELIVERED_FRAMES_ALARM = 'UndeliveredFramesAlarm';
-export const RELAY_REFUSED_ALARM = 'RelayRefusedAlarm';
-
-/** The alarm topic's logical id (when the stack makes its own). */
-export const ALARM_TOPIC = 'AlarmTopic';
-
-/** The dashboard's logical id. */
-export const DASHBOARD = 'Dashboard';
-
-/**
- * The built-in functions fed by the stream or the schedule (consumer groups' functions are
- * fed by their queues): each gets an `Errors` alarm.
- */
-export const EVENT_FED_FUNCTIONS = ['outboxRelay', 'pinger'] as const;
+// The settings and the alarms' logical ids, from here as before.
+export {
+  DEFAULT_MONITORING,
+  EVENT_FED_FUNCTIONS,
+  erroringFunctions,
+  METRICS_NAMESPACE,
+  METRICS_SERVICE,
+  MONITORING_VARIABLES,
+  type MonitoringSettings,
+  monitoringSettings,
+} from './monitoring-settings';
+export {
+  ALARM_TOPIC,
+  alarmIds,
+  DASHBOARD,
+  errorsAlarmId,
+  RELAY_FAILURES_ALARM,
+  RELAY_LAG_ALARM,
+  RELAY_REFUSED_ALARM,
+  UNDELIVERED_FRAMES_ALARM,
+} from './names';
 
 /**
  * lambdacable's own metrics that alarms watch, with their setting. The deploy test checks
@@ -284,134 +218,4 @@ export function monitoring(options: MonitoringOptions): {
   };
   Outputs.DashboardName = { Value: { Ref: DASHBOARD } };
   return { Resources, Outputs };
-}
-
-/** Logical ids of a consumer group's alarms. */
-export function alarmIds(group: string): { deadLetters: string; backlog: string } {
-  const name = pascal(group);
-  return { deadLetters: `${name}DlqAlarm`, backlog: `${name}QueueAgeAlarm` };
-}
-
-/** Logical id of a function's `Errors` alarm. */
-export function errorsAlarmId(functionKey: string): string {
-  return `${pascal(functionKey)}ErrorsAlarm`;
-}
-
-/** The functions fed by a queue, the stream or the schedule: every group's, the relay, the pinger. */
-export function erroringFunctions(groups: readonly ConsumerGroupDefinition[]): string[] {
-  return [...groups.filter((g) => g.handler).map((g) => g.name), ...EVENT_FED_FUNCTIONS];
-}
-
-type Metric = (string | { stat?: string; label?: string; yAxis?: string })[];
-
-/** The dashboard: one row per stage of the path, in the order an event travels it. */
-function dashboardBody(options: MonitoringOptions): Json {
-  const { prefix } = options;
-  const fn = (key: string) => options.functionName(key);
-  const own = (name: string, label = name): Metric => [
-    METRICS_NAMESPACE,
-    name,
-    'service',
-    METRICS_SERVICE,
-    { stat: 'Sum', label },
-  ];
-  const queues = options.groups.map((g) => queueNames(prefix, g.name));
-  const lambdaAll = (metric: string): Metric[] =>
-    [...erroringFunctions(options.groups), 'deliver', 'wsConnect', 'wsDefault', 'httpBroadcast']
-      .filter((k, i, all) => all.indexOf(k) === i)
-      .map((k) => ['AWS/Lambda', metric, 'FunctionName', fn(k), { stat: 'Sum', label: k }]);
-  const widget = (
-    title: string,
-    metrics: Metric[],
-    x: number,
-    y: number,
-    stat: 'Sum' | 'Maximum' = 'Sum',
-  ): Json => ({
-    type: 'metric',
-    x,
-    y,
-    width: 8,
-    height: 6,
-    properties: {
-      title,
-      region: `\${AWS::Region}`,
-      view: 'timeSeries',
-      stacked: false,
-      stat,
-      period: 60,
-      metrics: metrics as Json,
-    },
-  });
-  const outboxTable = tableName(prefix, 'outbox');
-  return {
-    widgets: [
-      widget(
-        'Outbox writes and relay',
-        [
-          ['AWS/DynamoDB', 'ConsumedWriteCapacityUnits', 'TableName', outboxTable, { stat: 'Sum' }],
-          own('relayedMessages'),
-          ...(options.relayRefusedMetric ? [own(options.relayRefusedMetric)] : []),
-          own('relayRetries'),
-        ],
-        0,
-        0,
-      ),
-      widget(
-        'Relay lag (IteratorAge, ms)',
-        [['AWS/Lambda', 'IteratorAge', 'FunctionName', fn('outboxRelay'), { stat: 'Maximum' }]],
-        8,
-        0,
-        'Maximum',
-      ),
-      widget(
-        'Queue depth (visible messages)',
-        [
-          ...queues.flatMap((q) => [
-            ['AWS/SQS', 'ApproximateNumberOfMessagesVisible', 'QueueName', q.queue] as Metric,
-            ['AWS/SQS', 'ApproximateNumberOfMessagesVisible', 'QueueName', q.dlq] as Metric,
-          ]),
-          [
-            'AWS/SQS',
-            'ApproximateNumberOfMessagesVisible',
-            'QueueName',
-            relayFailuresQueueName(prefix),
-          ],
-        ],
-        16,
-        0,
-        'Maximum',
-      ),
-      widget(
-        'Queue age (oldest message, s)',
-        queues.map((q) => ['AWS/SQS', 'ApproximateAgeOfOldestMessage', 'QueueName', q.queue]),
-        0,
-        6,
-        'Maximum',
-      ),
-      widget('Broadcasts and consumers', [own('consumedMessages'), own('failedMessages')], 8, 6),
-      widget(
-        'Frames: delivered, gone, undelivered',
-        [
-          own('deliveredFrames'),
-          own('goneConnections'),
-          own('undeliveredFrames'),
-          own('retriedPosts'),
-          own('redeliveredFrames'),
-        ],
-        16,
-        6,
-      ),
-      widget(
-        'Connections (WebSocket API)',
-        [
-          ['AWS/ApiGateway', 'ConnectCount', 'ApiId', `\${${WEBSOCKET_API}}`, { stat: 'Sum' }],
-          ['AWS/ApiGateway', 'MessageCount', 'ApiId', `\${${WEBSOCKET_API}}`, { stat: 'Sum' }],
-        ],
-        0,
-        12,
-      ),
-      widget('Function errors', lambdaAll('Errors'), 8, 12),
-      widget('Function throttles', lambdaAll('Throttles'), 16, 12),
-    ],
-  };
 }

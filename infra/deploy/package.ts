@@ -76,21 +76,24 @@ export function printSizes(sizes: readonly ArtifactSize[]): void {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
+/** `npm run package`: packages with `args` and prints the size table; reads `env` once. */
+async function main(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const args = process.argv.slice(2);
   const stageArgs = args.includes('--stage') ? [] : ['--stage', 'dev'];
   // serverless-esbuild zips whatever an earlier build left in its folder (source maps, say).
-  await rm(join(root, process.env.LAMBDACABLE_BUILD_DIR || '.esbuild'), {
+  await rm(join(root, env.LAMBDACABLE_BUILD_DIR || '.esbuild'), {
     recursive: true,
     force: true,
   });
   const result = spawnSync(
     process.execPath,
     [join(root, 'node_modules/serverless/bin/serverless.js'), 'package', ...stageArgs, ...args],
-    { cwd: root, stdio: 'inherit', env: { SLS_TELEMETRY_DISABLED: '1', ...process.env } },
+    { cwd: root, stdio: 'inherit', env: { SLS_TELEMETRY_DISABLED: '1', ...env } },
   );
   if (result.status !== 0) process.exit(result.status ?? 1);
   const at = args.indexOf('--package');
   printSizes(await artifactSizes(join(root, at >= 0 ? args[at + 1]! : '.serverless')));
 }
+
+if (process.argv[1] === fileURLToPath(import.meta.url))
+  await main(process.argv.slice(2), process.env);

@@ -11,6 +11,8 @@ module.exports = async ({ resolveVariable }) => {
   const prefix = `${service}-${stage}`;
   const alarms = await resolveVariable('self:custom.alarms');
   const cfn = tsxRequire('./cloudformation.ts', __filename);
+  // The consumer groups of this deployment, read once (LAMBDACABLE_EXAMPLE_CONSUMER).
+  const groups = tsxRequire('./consumers.ts', __filename).consumerGroupsFor(process.env);
   const { monitoringSettings } = tsxRequire('./monitoring.ts', __filename);
   const throttles = await resolveVariable('self:custom.throttling');
   const { stageExtensions, throttleSettings } = tsxRequire('./throttling.ts', __filename);
@@ -20,7 +22,7 @@ module.exports = async ({ resolveVariable }) => {
   // (npm start, where nothing reads SSM) hands the functions the values of its environment.
   const offline = secretsModule.isOfflineCommand(process.argv.slice(2));
   if (!offline) warnOfSecretValues(secretsModule.SECRET_KEYS);
-  const environment = { ...localOverrides(cfn.functionEnvironment(prefix)), ...settings };
+  const environment = { ...localOverrides(cfn.functionEnvironment(prefix, groups)), ...settings };
   // Source maps are shipped only when asked for (LAMBDACABLE_SOURCEMAPS=true, as the
   // esbuild section reads it), and only then are they worth Node's slower stack traces.
   if (process.env.LAMBDACABLE_SOURCEMAPS === 'true')
@@ -36,6 +38,7 @@ module.exports = async ({ resolveVariable }) => {
         prefix,
         stage,
         functionName: (key) => `${prefix}-${key}`,
+        consumerGroups: groups,
         monitoring: monitoringSettings(alarms),
         secrets,
       }),
@@ -45,13 +48,13 @@ module.exports = async ({ resolveVariable }) => {
     environment,
     // The functions of the consumer groups (infra/deploy/consumers.ts), merged into
     // serverless.yml's `functions`.
-    consumerFunctions: cfn.consumerFunctions(),
+    consumerFunctions: cfn.consumerFunctions(groups),
     // Each function's secret variables: `…_PARAM` names deployed, values under offline.
     secretEnvironment: Object.fromEntries(
       ['wsConnect', 'wsDefault', 'httpBroadcast'].map((key) => [
         key,
         secretsModule.secretEnvironment(
-          cfn.functionSecrets(key),
+          cfn.functionSecrets(key, groups),
           secrets,
           offline ? process.env : undefined,
         ),

@@ -21,8 +21,13 @@ if (!values.stream || values.data === undefined) {
   process.exit(2);
 }
 
+/** npm start's DynamoDB Local, or the one `LAMBDACABLE_DYNAMODB_ENDPOINT` names. */
+function dynamodbEndpoint(env: Readonly<Record<string, string | undefined>>): string {
+  return env.LAMBDACABLE_DYNAMODB_ENDPOINT || 'http://127.0.0.1:8000';
+}
+
 const dynamodb = new DynamoDBClient({
-  endpoint: process.env.LAMBDACABLE_DYNAMODB_ENDPOINT || 'http://127.0.0.1:8000',
+  endpoint: dynamodbEndpoint(process.env),
   region: LOCAL_REGION,
   credentials: LOCAL_CREDENTIALS,
 });

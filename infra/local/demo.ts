@@ -8,7 +8,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DynamoOutbox, DynamoSchemaRegistry } from '../../lib/aws';
 import { BroadcastEvent, createEventSender, EventTopics, newEventId } from '../../lib/core';
-import { tableName } from '../deploy/definitions';
+import { tableName } from '../deploy/names';
 
 /** What {@link commitDemoBroadcast} did. */
 export type DemoResult =

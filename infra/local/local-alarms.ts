@@ -1,10 +1,6 @@
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import {
-  type MonitoringSettings,
-  RELAY_LAG_ALARM,
-  RELAY_REFUSED_ALARM,
-  UNDELIVERED_FRAMES_ALARM,
-} from '../deploy/monitoring';
+import type { MonitoringSettings } from '../deploy/monitoring-settings';
+import { RELAY_LAG_ALARM, RELAY_REFUSED_ALARM, UNDELIVERED_FRAMES_ALARM } from '../deploy/names';
 
 /** A queue whose messages mean trouble (a DLQ, the relay-failures queue), with its alarm. */
 export interface WatchedQueue {

@@ -8,16 +8,9 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
-import {
-  type ConsumerGroupDefinition,
-  DLQ_RETENTION_SECONDS,
-  consumerGroups as defaultGroups,
-  queueNames,
-  relayFailuresQueueName,
-  type TableName,
-  tableName,
-  tables,
-} from '../deploy/definitions';
+import { type ConsumerGroupDefinition, consumerGroupsFor } from '../deploy/consumers';
+import { DLQ_RETENTION_SECONDS, tables } from '../deploy/definitions';
+import { queueNames, relayFailuresQueueName, type TableName, tableName } from '../deploy/names';
 import { registerSchemas } from '../deploy/schemas';
 
 /** A created consumer group queue. */
@@ -64,10 +57,10 @@ export async function createLocalResources(options: {
   const queues: Record<string, LocalQueue> = {};
   let relayFailuresUrl: string | undefined;
   if (options.sqs) {
-    for (const group of options.consumerGroups ?? defaultGroups) {
+    for (const group of options.consumerGroups ?? consumerGroupsFor(process.env)) {
       queues[group.name] = await createGroupQueue(options.sqs, prefix, group);
     }
-    // As infra/deploy/cloudformation.ts defines it: a standard queue, 14 days.
+    // As infra/deploy/storage.ts defines it: a standard queue, 14 days.
     relayFailuresUrl = await createQueue(options.sqs, relayFailuresQueueName(prefix), {
       MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),
     });

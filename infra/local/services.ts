@@ -1,13 +1,13 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { type BuildAppOptions, buildApp } from 'fauxqs';
+import { LOCAL_HOST } from './ports';
 
-/** Loopback address every local service binds to. Nothing listens on other interfaces. */
-export const LOCAL_HOST = '127.0.0.1';
+// Where the services listen, and the free ports they may take, from the module of ports.
+export { freePort, LOCAL_HOST } from './ports';
 
 /** Region the local services and their clients use. */
 export const LOCAL_REGION = 'us-east-1';
@@ -51,68 +51,6 @@ const STOP_GRACE_MS = 10_000;
 
 const here = dirname(fileURLToPath(import.meta.url));
 const launcherPath = join(here, 'dynamodb-local', 'Launcher.java');
-
-/**
- * Returns a TCP port that is free on 127.0.0.1 right now (it may be taken again later). On
- * Linux it is drawn from below the kernel's ephemeral range, so no outgoing connection of any
- * process on the machine is handed it meanwhile (one did take a port the OS had just picked,
- * between this check and serverless-offline's listen). A port is handed out once per process.
- */
-export async function freePort(): Promise<number> {
-  const below = ephemeralLow();
-  if (below !== undefined && below - FREE_PORT_FLOOR >= 1_000) {
-    for (let attempt = 0; attempt < 50; attempt++) {
-      const port = FREE_PORT_FLOOR + Math.floor(Math.random() * (below - FREE_PORT_FLOOR));
-      if (!handedOut.has(port) && (await listenOnce(port)) !== undefined) {
-        handedOut.add(port);
-        return port;
-      }
-    }
-  }
-  for (;;) {
-    const port = await listenOnce(0);
-    if (port === undefined) throw new Error('freePort: the OS picked no port');
-    if (!handedOut.has(port)) {
-      handedOut.add(port);
-      return port;
-    }
-  }
-}
-
-/** The lowest port {@link freePort} draws from: above the ones services conventionally use. */
-const FREE_PORT_FLOOR = 20_000;
-const handedOut = new Set<number>();
-let ephemeral: { low: number | undefined } | undefined;
-
-/** The first port of Linux's ephemeral range (read once), or undefined where it cannot be read. */
-function ephemeralLow(): number | undefined {
-  if (!ephemeral) {
-    let low: number | undefined;
-    try {
-      const range = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8');
-      low = Number(range.trim().split(/\s+/)[0]);
-      if (!Number.isInteger(low) || low <= 0) low = undefined;
-    } catch {
-      low = undefined;
-    }
-    ephemeral = { low };
-  }
-  return ephemeral.low;
-}
-
-/** Listens on `port` of 127.0.0.1 (0: one the OS picks) and closes: the port, or undefined if taken. */
-function listenOnce(port: number): Promise<number | undefined> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', () => resolve(undefined));
-    server.listen({ host: LOCAL_HOST, port, exclusive: true }, () => {
-      const address = server.address();
-      const bound = typeof address === 'object' && address ? address.port : undefined;
-      server.close(() => resolve(bound));
-    });
-  });
-}
 
 /**
  * Starts DynamoDB Local (in memory, shared DB, telemetry off) in a child JVM bound to 127.0.0.1,

@@ -6,6 +6,7 @@ import {
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { PollLoop } from './poll-loop';
 
 /** Options of {@link SqsPoller}. */
 export interface SqsPollerOptions {
@@ -43,34 +44,28 @@ export interface PollerInvocation {
  * invocation fails, the whole batch stays.
  */
 export class SqsPoller {
-  private running = false;
-  private loop: Promise<void> | undefined;
   private readonly logger: Pick<Console, 'error' | 'info'>;
+  private readonly loop: PollLoop;
 
   constructor(private readonly options: SqsPollerOptions) {
     this.logger = options.logger ?? console;
+    // No pause when the queue is empty: the receive's long poll waits.
+    this.loop = new PollLoop({
+      poll: () => this.pollOnce(),
+      failure: `sqs poller (${options.functionName}) failed`,
+      logger: this.logger,
+      failureMs: 500,
+    });
   }
 
   /** Polls in the background until {@link stop}. */
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = (async () => {
-      while (this.running) {
-        try {
-          await this.pollOnce();
-        } catch (error) {
-          this.logger.error(`sqs poller (${this.options.functionName}) failed`, error);
-          await new Promise((r) => setTimeout(r, 500));
-        }
-      }
-    })();
+    this.loop.start();
   }
 
   /** Stops after the current batch. */
   async stop(): Promise<void> {
-    this.running = false;
-    await this.loop;
+    await this.loop.stop();
   }
 
   /** One receive and, if it got anything, one invocation; returns the number of messages. */

@@ -19,19 +19,24 @@ const DEV_DEFAULTS: Record<string, string> = {
   LAMBDACABLE_BROADCAST_KEY: 'local-broadcast-key-0123456789abcdef0123456789',
 };
 
-const env: Record<string, string> = {};
-for (const [name, fallback] of Object.entries(DEV_DEFAULTS))
-  env[name] = process.env[name] || fallback;
-for (const [name, value] of Object.entries(process.env)) {
-  if (name.startsWith('LAMBDACABLE_') && value !== undefined) env[name] = value;
+/** The functions' environment: the development secrets, then every LAMBDACABLE_ setting of `from`. */
+function functionsEnvironment(from: Readonly<Record<string, string | undefined>>) {
+  const out: Record<string, string> = {};
+  for (const [name, fallback] of Object.entries(DEV_DEFAULTS)) out[name] = from[name] || fallback;
+  for (const [name, value] of Object.entries(from)) {
+    if (name.startsWith('LAMBDACABLE_') && value !== undefined) out[name] = value;
+  }
+  return out;
 }
+
+const env = functionsEnvironment(process.env);
 
 let stack: LocalStack | undefined;
 let stopRequestedAt: number | undefined;
 
 /**
  * Stops the stack and exits. Before the stack is up, or on a second request, it exits at
- * once: the exit hooks of infra/local/stack.ts and infra/local/services.ts then kill
+ * once: the exit hooks of infra/local/offline/launch.ts and infra/local/services.ts then kill
  * serverless-offline and DynamoDB Local outright.
  */
 function requestStop(reason: string, exitCode: number): void {
@@ -68,7 +73,7 @@ console.log('lambdacable: starting DynamoDB Local, fauxqs and serverless-offline
 // The example consumer (functions/consumers/audit.ts) runs unless LAMBDACABLE_EXAMPLE_CONSUMER=false.
 stack = await startLocalStack({
   env,
-  exampleConsumer: process.env.LAMBDACABLE_EXAMPLE_CONSUMER !== 'false',
+  exampleConsumer: env.LAMBDACABLE_EXAMPLE_CONSUMER !== 'false',
 });
 const token = await createConnectToken(
   { sub: 'demo-user', ttlSeconds: 3600 },

@@ -6,6 +6,7 @@ import {
   type _Record as StreamRecord,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
+import { PollLoop } from './poll-loop';
 
 /** Options of {@link StreamPoller}. */
 export interface StreamPollerOptions {
@@ -75,35 +76,27 @@ interface ShardState {
  */
 export class StreamPoller {
   private readonly shards = new Map<string, ShardState>();
-  private running = false;
-  private loop: Promise<void> | undefined;
   private readonly logger: Pick<Console, 'error' | 'info'>;
+  private readonly loop: PollLoop;
 
   constructor(private readonly options: StreamPollerOptions) {
     this.logger = options.logger ?? console;
+    this.loop = new PollLoop({
+      poll: () => this.pollOnce(),
+      failure: 'stream poll failed',
+      logger: this.logger,
+      idleMs: options.idleMs ?? 200,
+    });
   }
 
   /** Polls in the background until {@link stop}. */
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = (async () => {
-      while (this.running) {
-        let handled = 0;
-        try {
-          handled = await this.pollOnce();
-        } catch (error) {
-          this.logger.error('stream poll failed', error);
-        }
-        if (handled === 0) await new Promise((r) => setTimeout(r, this.options.idleMs ?? 200));
-      }
-    })();
+    this.loop.start();
   }
 
   /** Stops polling and waits for the current poll. */
   async stop(): Promise<void> {
-    this.running = false;
-    await this.loop;
+    await this.loop.stop();
   }
 
   /**

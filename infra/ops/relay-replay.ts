@@ -21,12 +21,8 @@ import {
   type RelayReplayReport,
   replayRelayFailures,
 } from '../../lib/aws';
-import {
-  consumerGroups,
-  queueNames,
-  relayFailuresQueueName,
-  tableName,
-} from '../deploy/definitions';
+import { consumerGroupsFor } from '../deploy/consumers';
+import { queueNames, relayFailuresQueueName, tableName } from '../deploy/names';
 import { LOCAL_CREDENTIALS, LOCAL_HOST, LOCAL_REGION } from '../local/services';
 
 const USAGE = `usage: npm run relay:replay -- (--local | --stage <stage>) [options]
@@ -81,18 +77,7 @@ if (max !== undefined && !(Number.isInteger(max) && max > 0)) usage('--max wants
 
 const stage = args.stage ?? 'local';
 const prefix = args.prefix ?? `lambdacable-${stage}`;
-const local = args.local
-  ? {
-      region: LOCAL_REGION,
-      credentials: LOCAL_CREDENTIALS,
-      dynamodb:
-        process.env.LAMBDACABLE_DYNAMODB_ENDPOINT ||
-        `http://${LOCAL_HOST}:${process.env.LAMBDACABLE_DYNAMODB_PORT || 8000}`,
-      sqs:
-        process.env.LAMBDACABLE_SQS_ENDPOINT ||
-        `http://${LOCAL_HOST}:${process.env.LAMBDACABLE_SQS_PORT || 9324}`,
-    }
-  : undefined;
+const local = args.local ? localStack(process.env) : undefined;
 const config = (endpoint: string | undefined) => ({
   ...(local ? { region: local.region, credentials: local.credentials } : {}),
   ...(args.region ? { region: args.region } : {}),
@@ -102,6 +87,18 @@ const dynamodbEndpoint = args['dynamodb-endpoint'] ?? local?.dynamodb;
 const dynamodb = new DynamoDBClient(config(dynamodbEndpoint));
 const streams = new DynamoDBStreamsClient(config(dynamodbEndpoint));
 const sqs = new SQSClient(config(args['sqs-endpoint'] ?? local?.sqs));
+
+/** npm start's stack: its region, credentials and endpoints (its ports from `env`). */
+function localStack(env: Readonly<Record<string, string | undefined>>) {
+  return {
+    region: LOCAL_REGION,
+    credentials: LOCAL_CREDENTIALS,
+    dynamodb:
+      env.LAMBDACABLE_DYNAMODB_ENDPOINT ||
+      `http://${LOCAL_HOST}:${env.LAMBDACABLE_DYNAMODB_PORT || 8000}`,
+    sqs: env.LAMBDACABLE_SQS_ENDPOINT || `http://${LOCAL_HOST}:${env.LAMBDACABLE_SQS_PORT || 9324}`,
+  };
+}
 
 async function queueUrl(name: string): Promise<string> {
   try {
@@ -116,7 +113,7 @@ async function queueUrl(name: string): Promise<string> {
 
 // The deployed relay's routes: every topic to the queue of each group subscribed to it.
 const routes: Record<string, string[]> = {};
-for (const group of consumerGroups) {
+for (const group of consumerGroupsFor(process.env)) {
   const url = await queueUrl(queueNames(prefix, group.name).queue);
   for (const topic of group.topics) routes[topic] = [...(routes[topic] ?? []), url];
 }

@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consumerGroups, tableName, tables } from '../../infra/deploy/definitions';
+import { consumerGroupsFor, tableName, tables } from '../../infra/deploy/definitions';
 import { type ArtifactSize, artifactSizes, BUNDLE_BUDGET_BYTES } from '../../infra/deploy/package';
 import { DEFAULT_THROTTLES, throttleSettings } from '../../infra/deploy/throttling';
 import { type PackagedService, packagedFiles, packageService } from '../helpers/package';
+
+/** The consumer groups of this environment (read once, as a deployment's start reads them). */
+const consumerGroups = consumerGroupsFor(process.env);
 
 // biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is untyped JSON.
 type Resource = { Type: string; Properties: Record<string, any>; DependsOn?: unknown };

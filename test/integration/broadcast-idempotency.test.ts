@@ -13,9 +13,12 @@ import type {
 } from 'aws-lambda';
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { queueUrlVariable, tableVariable } from '../../infra/deploy/cloudformation';
-import { consumerGroups, type TableName } from '../../infra/deploy/definitions';
+import { consumerGroupsFor, type TableName } from '../../infra/deploy/definitions';
 import { BROADCAST_TOPIC, MAX_IDEMPOTENCY_KEY_CHARS } from '../../lib/core';
 import { testResources } from '../helpers/aws';
+
+/** The consumer groups of this environment (read once, as a deployment's start reads them). */
+const consumerGroups = consumerGroupsFor(process.env);
 
 type Env = Awaited<ReturnType<typeof testResources>>;
 

@@ -19,7 +19,7 @@ import type {
 } from 'aws-lambda';
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { queueUrlVariable, tableVariable } from '../../infra/deploy/cloudformation';
-import { consumerGroups, type TableName } from '../../infra/deploy/definitions';
+import { consumerGroupsFor, type TableName } from '../../infra/deploy/definitions';
 import { sendToRelayFailures } from '../../infra/local/relay-failures';
 import {
   DynamoOutbox,
@@ -43,6 +43,9 @@ import {
 import { testResources } from '../helpers/aws';
 import { OrderPlaced } from '../helpers/events';
 import { outboxPoller, receiveAll, relayFor } from '../helpers/relay';
+
+/** The consumer groups of this environment (read once, as a deployment's start reads them). */
+const consumerGroups = consumerGroupsFor(process.env);
 
 type Env = Awaited<ReturnType<typeof testResources>>;
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { queueUrlVariable, tableVariable } from '../../infra/deploy/cloudformation';
-import { consumerGroups, type TableName, tables } from '../../infra/deploy/definitions';
+import { consumerGroupsFor, type TableName, tables } from '../../infra/deploy/definitions';
 import {
   composeRealtime,
   createConnectToken,
@@ -10,6 +10,9 @@ import {
 import { MemoryConnectionApi, MemoryConnectionStore, MemorySessionCache } from '../../lib/testing';
 import { FakeClock } from '../helpers/clock';
 import { EXT, JWT_SECRET, pubsub } from '../helpers/gateway';
+
+/** The consumer groups of this environment (read once, as a deployment's start reads them). */
+const consumerGroups = consumerGroupsFor(process.env);
 
 /** The environment serverless.yml gives a function, with `extra` on top. */
 function lambdaEnv(extra: Record<string, string>): Record<string, string> {

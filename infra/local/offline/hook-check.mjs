@@ -5,7 +5,7 @@
  * functions meant for worker threads would then run in process without a word.
  *
  * Pure checks on a package folder (and on the runner class once imported): they return what is
- * wrong, or undefined; preload.mjs exits with it, and infra/local/stack.ts throws it.
+ * wrong, or undefined; preload.mjs exits with it, and infra/local/offline/launch.ts throws it.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';

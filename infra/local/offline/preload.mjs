@@ -23,7 +23,7 @@
  *
  * Both reach private files of serverless-offline, so the version and the hook points are
  * checked first (hook-check.mjs): when they are not what this was written against, the
- * process exits 1 with the reason on stderr, which `npm start` (infra/local/stack.ts) throws.
+ * process exits 1 with the reason on stderr, which `npm start` (infra/local/offline/launch.ts) throws.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { statSync } from 'node:fs';
