@@ -1,4 +1,4 @@
-import type { PollerInvocation } from '../infra/local/sqs-poller';
+import type { PollerInvocation } from '../infra/local/pollers/sqs';
 import type { RecordedCall } from '../lib/adapters/aws/call-log';
 import { memoryOf } from './function-memory';
 import { gbSeconds, type Usage } from './prices';

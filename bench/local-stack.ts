@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { type Cable, createCable } from '@anycable/core';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import WebSocket from 'ws';
-import { commitDemoBroadcast } from '../infra/local/demo';
+import { commitDemoBroadcast } from '../infra/local/demo/demo';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local/services';
 import type { LocalStack } from '../infra/local/stack';
 import { createConnectToken, errorMessage, signStreamName } from '../lib/core';

@@ -2,7 +2,7 @@
  * The figures of the presence cost bench (bench/presence-cost.ts): its runs' recorded calls
  * and invocations as AWS requests per operation, and their list price.
  */
-import type { PollerInvocation } from '../infra/local/sqs-poller';
+import type { PollerInvocation } from '../infra/local/pollers/sqs';
 import type { RecordedCall } from '../lib/adapters/aws/call-log';
 import { MIN_BUCKETS } from '../lib/realtime/keepalive/partitions';
 import { PRESENCE_EXPIRY_EVERY_MS } from '../lib/realtime/keepalive/pinger';

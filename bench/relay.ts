@@ -3,6 +3,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { GetQueueAttributesCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBRecord } from 'aws-lambda';
+import { StreamPoller } from '../infra/local/pollers/stream';
 import { createLocalResources } from '../infra/local/resources';
 import {
   LOCAL_CREDENTIALS,
@@ -11,7 +12,6 @@ import {
   startDynamoDBLocal,
   startSqsLocal,
 } from '../infra/local/services';
-import { StreamPoller } from '../infra/local/stream-poller';
 import { recordFromItem } from '../lib/adapters/aws/dynamodb/outbox';
 import { OutboxProducer, OutboxRelay } from '../lib/aws';
 import { encodeEnvelope } from '../lib/core';

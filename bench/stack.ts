@@ -1,7 +1,7 @@
 import { readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { PollerInvocation } from '../infra/local/sqs-poller';
+import type { PollerInvocation } from '../infra/local/pollers/sqs';
 import { freeStackPorts, type LocalStack, startLocalStack } from '../infra/local/stack';
 import type { RecordedCall } from '../lib/adapters/aws/call-log';
 

@@ -6,8 +6,8 @@
 
 import { IdempotencyConfig } from '@aws-lambda-powertools/idempotency';
 import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
-import { dynamodbClient } from './clients';
 import { runtime } from './runtime';
+import { dynamodbClient } from './runtime/clients';
 
 /** What `makeIdempotent` takes for `POST /_broadcast`'s `Idempotency-Key`. */
 export interface Idempotency {

@@ -8,9 +8,9 @@
  * holds only the parts it uses (esbuild drops the rest) and its cold start builds only those.
  */
 
-export { CLIENT_DEFAULTS } from './clients';
-export { type Env, readSettings, type Settings } from './env';
-export { buildRuntime, type Runtime, runtime, useSecrets } from './instance';
-export { codec, consumer, deadLetterOf, producer, relay } from './messaging';
-export { addFrameLimitMetrics, addFrameMetrics, metrics } from './metrics';
-export { delivery, gateway, pingerRuns, realtime } from './realtime';
+export { CLIENT_DEFAULTS } from './runtime/clients';
+export { type Env, readSettings, type Settings } from './runtime/env';
+export { buildRuntime, type Runtime, runtime, useSecrets } from './runtime/instance';
+export { codec, consumer, deadLetterOf, producer, relay } from './runtime/messaging';
+export { addFrameLimitMetrics, addFrameMetrics, metrics } from './runtime/metrics';
+export { delivery, gateway, pingerRuns, realtime } from './runtime/realtime';

@@ -9,7 +9,7 @@ import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
 import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/events';
 import { PRESENCE_TOPIC } from '../../lib/realtime/presence/events';
 import { EXAMPLE_CONSUMER_VARIABLE } from './names';
-import type { Permission } from './permissions';
+import type { Permission } from './template/permissions';
 
 /** A consumer group: one SQS FIFO queue (and its DLQ) subscribed to topics, and its function. */
 export interface ConsumerGroupDefinition {

@@ -10,10 +10,10 @@ module.exports = async ({ resolveVariable }) => {
   const settings = await resolveVariable('self:custom.lambdacable.environment');
   const prefix = `${service}-${stage}`;
   const alarms = await resolveVariable('self:custom.alarms');
-  const cfn = tsxRequire('./cloudformation.ts', __filename);
+  const cfn = tsxRequire('./template/cloudformation.ts', __filename);
   // The consumer groups of this deployment, read once (LAMBDACABLE_EXAMPLE_CONSUMER).
   const groups = tsxRequire('./consumers.ts', __filename).consumerGroupsFor(process.env);
-  const { monitoringSettings } = tsxRequire('./monitoring.ts', __filename);
+  const { monitoringSettings } = tsxRequire('./monitoring/settings.ts', __filename);
   const throttles = await resolveVariable('self:custom.throttling');
   const { stageExtensions, throttleSettings } = tsxRequire('./throttling.ts', __filename);
   const secretsModule = tsxRequire('./secrets.ts', __filename);

@@ -1,5 +1,5 @@
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import type { MonitoringSettings } from '../deploy/monitoring-settings';
+import type { MonitoringSettings } from '../deploy/monitoring/settings';
 import { RELAY_LAG_ALARM, RELAY_REFUSED_ALARM, UNDELIVERED_FRAMES_ALARM } from '../deploy/names';
 
 /** A queue whose messages mean trouble (a DLQ, the relay-failures queue), with its alarm. */

@@ -4,7 +4,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { consumerGroupsFor } from '../deploy/consumers';
-import { monitoringSettings } from '../deploy/monitoring-settings';
+import { monitoringSettings } from '../deploy/monitoring/settings';
 import {
   alarmIds,
   queueNames,
@@ -15,7 +15,8 @@ import { functionsEnvironment, LOCAL_PREFIX } from './environment';
 import { LocalAlarms } from './local-alarms';
 import { packageProblem } from './offline/hook-check.mjs';
 import { LocalStackError, type OfflineOptions, startOfflineOn } from './offline/launch';
-import { startPollers } from './pollers';
+import { startPollers } from './pollers/pollers';
+import type { PollerInvocation } from './pollers/sqs';
 import { type StackPortOptions, stackPorts } from './ports';
 import { stopProcess, within } from './processes';
 import { createLocalResources, type LocalResources } from './resources';
@@ -27,13 +28,12 @@ import {
   startDynamoDBLocal,
   startSqsLocal,
 } from './services';
-import type { PollerInvocation } from './sqs-poller';
 
 // The stack's parts, from here as before: its stage, its ports, serverless-offline's errors,
 // and the events and errors of the pollers' invocations.
 export { LOCAL_STAGE } from './environment';
 export { LocalStackError, offlineExitError } from './offline/launch';
-export { FunctionInvocationError, streamEventOf } from './pollers';
+export { FunctionInvocationError, streamEventOf } from './pollers/pollers';
 export { freeStackPorts, PortInUseError } from './ports';
 
 /**

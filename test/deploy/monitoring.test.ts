@@ -1,7 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cloudFormation } from '../../infra/deploy/cloudformation';
 import { queueNames, relayFailuresQueueName } from '../../infra/deploy/definitions';
 import {
   ALARM_TOPIC,
@@ -10,7 +9,8 @@ import {
   METRICS_NAMESPACE,
   METRICS_SERVICE,
   monitoringSettings,
-} from '../../infra/deploy/monitoring';
+} from '../../infra/deploy/monitoring/alarms';
+import { cloudFormation } from '../../infra/deploy/template/cloudformation';
 import { type PackagedService, packageService } from '../helpers/package';
 
 // biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is untyped JSON.

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { cloudFormation, functionSecrets } from '../../infra/deploy/cloudformation';
 import {
   defaultSecretParameters,
   isOfflineCommand,
   secretEnvironment,
   secretParameters,
 } from '../../infra/deploy/secrets';
+import { cloudFormation, functionSecrets } from '../../infra/deploy/template/cloudformation';
 
 // biome-ignore lint/suspicious/noExplicitAny: CloudFormation JSON.
 type Json = any;

@@ -13,7 +13,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { commitDemoBroadcast } from '../../infra/local/demo';
+import { commitDemoBroadcast } from '../../infra/local/demo/demo';
 import { freePort, LOCAL_CREDENTIALS, LOCAL_HOST, LOCAL_REGION } from '../../infra/local/services';
 import {
   freeStackPorts,

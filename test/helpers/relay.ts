@@ -7,7 +7,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
 import { inject } from 'vitest';
-import { StreamPoller, type StreamPollerOptions } from '../../infra/local/stream-poller';
+import { StreamPoller, type StreamPollerOptions } from '../../infra/local/pollers/stream';
 import { OutboxRelay, type OutboxRelayOptions } from '../../lib/aws';
 
 /**

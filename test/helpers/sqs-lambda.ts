@@ -7,12 +7,12 @@ import {
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse } from 'aws-lambda';
-import { sqsEventOf } from '../../infra/local/sqs-poller';
+import { sqsEventOf } from '../../infra/local/pollers/sqs';
 import { type BatchConsumerOptions, type ConsumedMessage, consumeSqsBatch } from '../../lib/aws';
 
 /**
  * One invocation of an SQS-triggered consumer the way Lambda's event source mapping runs
- * it (as `infra/local/sqs-poller.ts` does): receive a batch, `consumeSqsBatch`, delete what
+ * it (as `infra/local/pollers/sqs.ts` does): receive a batch, `consumeSqsBatch`, delete what
  * succeeded. A rejected invocation (`consumeSqsBatch` or the wrapper throwing) deletes
  * nothing: the whole batch comes back after its visibility timeout.
  */

@@ -6,7 +6,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DeleteMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { sqsEventOf as sqsEvent } from '../../infra/local/sqs-poller';
+import { sqsEventOf as sqsEvent } from '../../infra/local/pollers/sqs';
 import {
   AwsClient,
   type ConsumedMessage,

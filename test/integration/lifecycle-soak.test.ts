@@ -6,7 +6,7 @@ import {
 import { DeleteMessageCommand, type Message as SqsMessage } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
 import type { TableName } from '../../infra/deploy/definitions';
-import { sqsEventOf } from '../../infra/local/sqs-poller';
+import { sqsEventOf } from '../../infra/local/pollers/sqs';
 import { consumeSqsBatch, DynamoAckStore, DynamoBroker, OutboxProducer } from '../../lib/aws';
 import { newEventId } from '../../lib/core';
 import { testResources } from '../helpers/aws';

@@ -18,8 +18,8 @@ import type {
   DynamoDBRecord,
 } from 'aws-lambda';
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import { queueUrlVariable, tableVariable } from '../../infra/deploy/cloudformation';
 import { consumerGroupsFor, type TableName } from '../../infra/deploy/definitions';
+import { queueUrlVariable, tableVariable } from '../../infra/deploy/template/cloudformation';
 import { sendToRelayFailures } from '../../infra/local/relay-failures';
 import {
   DynamoOutbox,

@@ -10,8 +10,8 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, inject, it } from 'vitest';
+import { sqsEventOf } from '../../infra/local/pollers/sqs';
 import { sendToRelayFailures } from '../../infra/local/relay-failures';
-import { sqsEventOf } from '../../infra/local/sqs-poller';
 import {
   type ConsumedMessage,
   consumeSqsBatch,

@@ -8,7 +8,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBRecord, SQSBatchResponse } from 'aws-lambda';
 import { describe, expect, inject, it, onTestFinished, vi } from 'vitest';
-import { StreamPoller } from '../../infra/local/stream-poller';
+import { StreamPoller } from '../../infra/local/pollers/stream';
 import {
   type ConsumedMessage,
   DynamoAckStore,

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
+import { type ConsumerGroupDefinition, consumerGroupsFor } from '../../infra/deploy/definitions';
 import {
   cloudFormation,
   consumerFunctions,
   consumerPermissions,
   functionEnvironment,
   visibilityTimeoutOf,
-} from '../../infra/deploy/cloudformation';
-import { type ConsumerGroupDefinition, consumerGroupsFor } from '../../infra/deploy/definitions';
+} from '../../infra/deploy/template/cloudformation';
 
 const orders: ConsumerGroupDefinition = {
   name: 'orders',

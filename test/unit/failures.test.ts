@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { cloudFormation, queueLogicalIds } from '../../infra/deploy/cloudformation';
 import { consumerGroupsFor } from '../../infra/deploy/consumers';
+import { cloudFormation, queueLogicalIds } from '../../infra/deploy/template/cloudformation';
 import { NackError } from '../../lib/aws';
 import {
   AwsResourceError,

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { queueUrlVariable, tableVariable } from '../../infra/deploy/cloudformation';
 import { consumerGroupsFor, type TableName, tables } from '../../infra/deploy/definitions';
+import { queueUrlVariable, tableVariable } from '../../infra/deploy/template/cloudformation';
 import {
   composeRealtime,
   createConnectToken,

@@ -1,6 +1,6 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MONITORING } from '../../infra/deploy/monitoring';
+import { DEFAULT_MONITORING } from '../../infra/deploy/monitoring/alarms';
 import { LocalAlarms } from '../../infra/local/local-alarms';
 
 function alarms() {

@@ -4,7 +4,7 @@
  * a call deep in the code.
  */
 
-import { type ConsumerGroupDefinition, consumerGroupsFor } from '../infra/deploy/consumers';
+import { type ConsumerGroupDefinition, consumerGroupsFor } from '../../infra/deploy/consumers';
 import {
   DELIVER_FUNCTION_VARIABLE,
   dlqUrlVariable,
@@ -13,8 +13,8 @@ import {
   TABLE_NAMES,
   type TableName,
   tableVariable,
-} from '../infra/deploy/names';
-import { ConfigError, configFromEnv, type GatewayConfig } from '../lib/core';
+} from '../../infra/deploy/names';
+import { ConfigError, configFromEnv, type GatewayConfig } from '../../lib/core';
 
 /** An environment: `process.env`, with the secrets read from their stores. */
 export type Env = Readonly<Record<string, string | undefined>>;

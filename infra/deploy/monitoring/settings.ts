@@ -3,8 +3,8 @@
  * the namespace of lambdacable's own metrics, and the functions whose errors are alarmed.
  */
 
-import { ConfigError } from '../../lib/kernel/errors';
-import type { ConsumerGroupDefinition } from './consumers';
+import { ConfigError } from '../../../lib/kernel/errors';
+import type { ConsumerGroupDefinition } from '../consumers';
 
 /** The namespace and `service` dimension the functions' Powertools metrics are published under. */
 export const METRICS_NAMESPACE = 'lambdacable';

@@ -6,9 +6,9 @@ import {
   type TransactWriteItem,
   TransactWriteItemsCommand,
 } from '@aws-sdk/client-dynamodb';
-import { DynamoOutbox, DynamoSchemaRegistry } from '../../lib/aws';
-import { BroadcastEvent, createEventSender, EventTopics, newEventId } from '../../lib/core';
-import { tableName } from '../deploy/names';
+import { DynamoOutbox, DynamoSchemaRegistry } from '../../../lib/aws';
+import { BroadcastEvent, createEventSender, EventTopics, newEventId } from '../../../lib/core';
+import { tableName } from '../../deploy/names';
 
 /** What {@link commitDemoBroadcast} did. */
 export type DemoResult =

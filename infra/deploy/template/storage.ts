@@ -4,9 +4,9 @@
  * failure queue.
  */
 
-import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
-import type { ConsumerGroupDefinition } from './consumers';
-import { DEFAULT_FUNCTION_TIMEOUT, DLQ_RETENTION_SECONDS, tables } from './definitions';
+import { DEFAULT_RETRY_SCHEDULE } from '../../../lib/messaging/failures';
+import type { ConsumerGroupDefinition } from '../consumers';
+import { DEFAULT_FUNCTION_TIMEOUT, DLQ_RETENTION_SECONDS, tables } from '../definitions';
 import {
   queueLogicalIds,
   queueNames,
@@ -15,8 +15,8 @@ import {
   type TableName,
   tableLogicalId,
   tableName,
-} from './names';
-import type { Json, Resource } from './template';
+} from '../names';
+import type { Json, Resource } from './types';
 
 /**
  * Tables whose data cannot be rebuilt: committed events not yet relayed (`outbox`), the

@@ -1,9 +1,9 @@
 /** The CloudWatch dashboard of the whole path, one row per stage an event travels. */
 
-import type { ConsumerGroupDefinition } from './consumers';
-import { erroringFunctions, METRICS_NAMESPACE, METRICS_SERVICE } from './monitoring-settings';
-import { queueNames, relayFailuresQueueName, tableName, WEBSOCKET_API } from './names';
-import type { Json } from './template';
+import type { ConsumerGroupDefinition } from '../consumers';
+import { queueNames, relayFailuresQueueName, tableName, WEBSOCKET_API } from '../names';
+import type { Json } from '../template/types';
+import { erroringFunctions, METRICS_NAMESPACE, METRICS_SERVICE } from './settings';
 
 /** What the dashboard is drawn from (the options of `monitoring`). */
 export interface DashboardOptions {

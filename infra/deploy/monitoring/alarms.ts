@@ -5,14 +5,7 @@
  * same definitions as the rest of the template (`cloudFormation` merges it in).
  */
 
-import type { ConsumerGroupDefinition } from './consumers';
-import { dashboardBody } from './dashboard';
-import {
-  erroringFunctions,
-  METRICS_NAMESPACE,
-  METRICS_SERVICE,
-  type MonitoringSettings,
-} from './monitoring-settings';
+import type { ConsumerGroupDefinition } from '../consumers';
 import {
   ALARM_TOPIC,
   alarmIds,
@@ -24,9 +17,26 @@ import {
   RELAY_REFUSED_ALARM,
   relayFailuresQueueName,
   UNDELIVERED_FRAMES_ALARM,
-} from './names';
-import type { Json, Resource } from './template';
+} from '../names';
+import type { Json, Resource } from '../template/types';
+import { dashboardBody } from './dashboard';
+import {
+  erroringFunctions,
+  METRICS_NAMESPACE,
+  METRICS_SERVICE,
+  type MonitoringSettings,
+} from './settings';
 
+export {
+  ALARM_TOPIC,
+  alarmIds,
+  DASHBOARD,
+  errorsAlarmId,
+  RELAY_FAILURES_ALARM,
+  RELAY_LAG_ALARM,
+  RELAY_REFUSED_ALARM,
+  UNDELIVERED_FRAMES_ALARM,
+} from '../names';
 // The settings and the alarms' logical ids, from here as before.
 export {
   DEFAULT_MONITORING,
@@ -37,17 +47,7 @@ export {
   MONITORING_VARIABLES,
   type MonitoringSettings,
   monitoringSettings,
-} from './monitoring-settings';
-export {
-  ALARM_TOPIC,
-  alarmIds,
-  DASHBOARD,
-  errorsAlarmId,
-  RELAY_FAILURES_ALARM,
-  RELAY_LAG_ALARM,
-  RELAY_REFUSED_ALARM,
-  UNDELIVERED_FRAMES_ALARM,
-} from './names';
+} from './settings';
 
 /**
  * lambdacable's own metrics that alarms watch, with their setting. The deploy test checks

@@ -7,10 +7,10 @@ import {
   BUCKET_INDEX,
   IDENTITY_INDEX,
   STREAM_INDEX,
-} from '../../lib/adapters/aws/dynamodb/connections';
-import type { TableName } from './names';
-import type { SecretVariable } from './secrets';
-import type { Json } from './template';
+} from '../../../lib/adapters/aws/dynamodb/connections';
+import type { TableName } from '../names';
+import type { SecretVariable } from '../secrets';
+import type { Json } from './types';
 
 /**
  * What each function may do, resource by resource. Actions are IAM actions: a

@@ -7,9 +7,9 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import type { TableName } from '../infra/deploy/names';
-import { recordAwsCalls } from '../lib/aws';
-import { ConfigError, type GatewayConfig } from '../lib/core';
+import type { TableName } from '../../infra/deploy/names';
+import { recordAwsCalls } from '../../lib/aws';
+import { ConfigError, type GatewayConfig } from '../../lib/core';
 import { dynamodbClient, type Recorder, sqsClient } from './clients';
 import { type Env, readSettings, type Settings } from './env';
 

@@ -14,7 +14,7 @@ import {
   OutboxProducer,
   OutboxRelay,
   SqsRelayParking,
-} from '../lib/aws';
+} from '../../lib/aws';
 import {
   AvroCodec,
   BROADCAST_TOPIC,
@@ -24,7 +24,7 @@ import {
   LambdacableError,
   RemoteCommandEvent,
   type SchemaRegistry,
-} from '../lib/core';
+} from '../../lib/core';
 import { part, runtime } from './instance';
 import { addConsumerMetrics, metrics } from './metrics';
 

@@ -3,14 +3,20 @@
  * each consumer group's, as `AWS::IAM::Role` resources, and the secrets each function reads.
  */
 
-import { type ConsumerGroupDefinition, consumerGroupsFor } from './consumers';
+import { type ConsumerGroupDefinition, consumerGroupsFor } from '../consumers';
 import {
   queueLogicalIds,
   RELAY_FAILURES_QUEUE,
   roleLogicalId,
   tableLogicalId,
   WEBSOCKET_API,
-} from './names';
+} from '../names';
+import {
+  defaultSecretParameters,
+  type SecretParameters,
+  type SecretVariable,
+  secretStatements,
+} from '../secrets';
 import {
   CONSUME,
   functionPermissions,
@@ -20,13 +26,7 @@ import {
   QUERY,
   UPDATE,
 } from './permissions';
-import {
-  defaultSecretParameters,
-  type SecretParameters,
-  type SecretVariable,
-  secretStatements,
-} from './secrets';
-import type { Json, Resource } from './template';
+import type { Json, Resource } from './types';
 
 /**
  * The permissions of a consumer group's function: its own queue (the event source mapping

@@ -6,7 +6,7 @@ import {
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { PollLoop } from './poll-loop';
+import { PollLoop } from './loop';
 
 /** Options of {@link SqsPoller}. */
 export interface SqsPollerOptions {

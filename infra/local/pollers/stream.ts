@@ -6,7 +6,7 @@ import {
   type _Record as StreamRecord,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { DynamoDBBatchResponse, DynamoDBRecord } from 'aws-lambda';
-import { PollLoop } from './poll-loop';
+import { PollLoop } from './loop';
 
 /** Options of {@link StreamPoller}. */
 export interface StreamPollerOptions {

@@ -1,10 +1,10 @@
 /**
  * CloudWatch metrics in embedded metric format, and the counts the handlers publish as
- * metrics (the deployed alarms and dashboard watch them: infra/deploy/monitoring.ts).
+ * metrics (the deployed alarms and dashboard watch them: infra/deploy/monitoring/alarms.ts).
  */
 
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { DeliveryCounts, FrameLimitCounts } from '../lib/core';
+import type { DeliveryCounts, FrameLimitCounts } from '../../lib/core';
 import { part } from './instance';
 
 /** CloudWatch metrics in embedded metric format; handlers publish what they add. */

@@ -8,16 +8,16 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { recordAwsCalls } from '../../lib/adapters/aws/call-log';
-import { LambdacableError } from '../../lib/core';
-import type { ConsumerGroupDefinition } from '../deploy/consumers';
-import { LOCAL_PREFIX } from './environment';
-import type { LocalAlarms } from './local-alarms';
-import { sendToRelayFailures } from './relay-failures';
-import type { LocalResources } from './resources';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from './services';
-import { type PollerInvocation, SqsPoller } from './sqs-poller';
-import { StreamPoller } from './stream-poller';
+import { recordAwsCalls } from '../../../lib/adapters/aws/call-log';
+import { LambdacableError } from '../../../lib/core';
+import type { ConsumerGroupDefinition } from '../../deploy/consumers';
+import { LOCAL_PREFIX } from '../environment';
+import type { LocalAlarms } from '../local-alarms';
+import { sendToRelayFailures } from '../relay-failures';
+import type { LocalResources } from '../resources';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../services';
+import { type PollerInvocation, SqsPoller } from './sqs';
+import { StreamPoller } from './stream';
 
 /**
  * Pause between polls of the idle outbox stream: the most a commit waits for the relay

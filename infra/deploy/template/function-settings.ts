@@ -4,8 +4,8 @@
  * variable names of `names.ts`).
  */
 
-import { type ConsumerGroupDefinition, consumerGroupsFor } from './consumers';
-import { tables } from './definitions';
+import { type ConsumerGroupDefinition, consumerGroupsFor } from '../consumers';
+import { tables } from '../definitions';
 import {
   DELIVER_FUNCTION_VARIABLE,
   dlqUrlVariable,
@@ -17,8 +17,8 @@ import {
   type TableName,
   tableName,
   tableVariable,
-} from './names';
-import type { Json } from './template';
+} from '../names';
+import type { Json } from './types';
 
 /**
  * The `functions` entries of the consumer groups that have a handler: each consumes its

@@ -6,7 +6,7 @@
 
 import type { TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
-import { DELIVER_FUNCTION_VARIABLE } from '../infra/deploy/names';
+import { DELIVER_FUNCTION_VARIABLE } from '../../infra/deploy/names';
 import {
   ApiGatewayConnectionApi,
   DynamoBroker,
@@ -19,7 +19,7 @@ import {
   DynamoSessionCache,
   LambdaPingerInvoker,
   LambdaTaskRunner,
-} from '../lib/aws';
+} from '../../lib/aws';
 import {
   type Broadcaster,
   type Broker,
@@ -40,7 +40,7 @@ import {
   presenceEventOf,
   type Realtime,
   type SessionCache,
-} from '../lib/core';
+} from '../../lib/core';
 import { lambdaClient, managementClient } from './clients';
 import { required } from './env';
 import { part, runtime } from './instance';

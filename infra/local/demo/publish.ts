@@ -5,8 +5,8 @@
  */
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../services';
 import { commitDemoBroadcast } from './demo';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from './services';
 
 const { values } = parseArgs({
   options: {

@@ -2,18 +2,16 @@
  * CloudFormation for `serverless.yml`, built from the same definitions as the local
  * bootstrap: the tables, the consumer group queues with their DLQs, the stream relay's
  * failure queue (`storage.ts`), one least-privilege IAM role per function (`roles.ts`), and
- * the alarms and dashboard (`monitoring.ts`).
+ * the alarms and dashboard (`monitoring/alarms.ts`).
  */
 
-import { type ConsumerGroupDefinition, consumerGroupsFor } from './consumers';
-import { DEFAULT_MONITORING, type MonitoringSettings, monitoring } from './monitoring';
+import { type ConsumerGroupDefinition, consumerGroupsFor } from '../consumers';
+import { DEFAULT_MONITORING, type MonitoringSettings, monitoring } from '../monitoring/alarms';
+import type { SecretParameters } from '../secrets';
 import { roleResources } from './roles';
-import type { SecretParameters } from './secrets';
 import { queueResources, tableResources } from './storage';
-import type { Json, Resource } from './template';
+import type { Json, Resource } from './types';
 
-// What the template's parts define, from here as before.
-export { consumerFunctions, functionEnvironment } from './function-settings';
 export {
   DELIVER_FUNCTION_VARIABLE,
   dlqUrlVariable,
@@ -24,7 +22,9 @@ export {
   roleLogicalId,
   tableLogicalId,
   tableVariable,
-} from './names';
+} from '../names';
+// What the template's parts define, from here as before.
+export { consumerFunctions, functionEnvironment } from './function-settings';
 export { functionPermissions, type Permission } from './permissions';
 export { allFunctionPermissions, consumerPermissions, functionSecrets } from './roles';
 export { STATEFUL_TABLES, visibilityTimeoutOf } from './storage';
@@ -55,7 +55,7 @@ export interface CloudFormationOptions {
 
 /**
  * The `resources` section: tables, queues, the relay failure queue, the function roles, and
- * the alarms, their topic and the dashboard (`monitoring.ts`).
+ * the alarms, their topic and the dashboard (`monitoring/alarms.ts`).
  */
 export function cloudFormation(options: CloudFormationOptions): {
   Resources: Record<string, Resource>;
