@@ -1,0 +1,93 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { queueUrlVariable, tableVariable } from '../../../infra/deploy/cloudformation';
+import { consumerGroups, type TableName, tables } from '../../../infra/deploy/definitions';
+import {
+  composeRealtime,
+  createConnectToken,
+  defaultGatewayConfig,
+  LegacyBroker,
+} from '../../../lib/core';
+import { MemoryConnectionApi, MemoryConnectionStore, MemorySessionCache } from '../../../lib/testing';
+import { FakeClock } from '../../helpers/clock';
+import { EXT, JWT_SECRET, pubsub } from '../../helpers/gateway';
+
+/** The environment serverless.yml gives a function, with `extra` on top. */
+function lambdaEnv(extra: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {
+    AWS_REGION: 'us-east-1',
+    AWS_ACCESS_KEY_ID: 'x',
+    AWS_SECRET_ACCESS_KEY: 'x',
+    AWS_LAMBDA_FUNCTION_NAME: 'lambdacable-test-broadcast',
+    LAMBDACABLE_DELIVER_FUNCTION: 'lambdacable-test-deliver',
+    ...extra,
+  };
+  for (const table of Object.keys(tables) as TableName[]) env[tableVariable(table)] = `t-${table}`;
+  for (const g of consumerGroups) env[queueUrlVariable(g.name)] = `https://sqs/q-${g.name}`;
+  return env;
+}
+
+describe('LAMBDACABLE_BROKER selects the broker of the deployed functions', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+    vi.resetModules();
+  });
+
+  it.each([
+    [{}, 'DynamoBroker'],
+    [{ LAMBDACABLE_BROKER: 'dynamodb' }, 'DynamoBroker'],
+    [{ LAMBDACABLE_BROKER: 'legacy' }, 'LegacyBroker'],
+  ])('with %o the broadcast consumer and the gateway use the %s', async (extra, expected) => {
+    for (const [name, value] of Object.entries(lambdaEnv(extra))) vi.stubEnv(name, value);
+    // A fresh composition root: it reads the environment once per instance.
+    const runtime = await import('../../../functions/runtime');
+    const match =
+      expected === 'LegacyBroker'
+        ? (await import('../../../lib/core')).LegacyBroker
+        : (await import('../../../lib/aws')).DynamoBroker;
+    expect(runtime.delivery().broker).toBeInstanceOf(match);
+    expect(runtime.realtime().broker).toBeInstanceOf(match);
+  });
+});
+
+describe('the legacy broker behind the gateway (AnyCable without a broker)', () => {
+  it('delivers broadcasts without epoch or offset, rejects history, and still restores sessions', async () => {
+    const clock = new FakeClock();
+    const store = new MemoryConnectionStore();
+    const api = new MemoryConnectionApi();
+    const sessions = new MemorySessionCache({ clock });
+    let sids = 0;
+    const { broker, gateway } = composeRealtime(
+      {
+        store,
+        api,
+        sessions,
+        clock,
+        config: {
+          ...defaultGatewayConfig(),
+          jwtSecret: JWT_SECRET,
+          publicStreams: true,
+          publicStreamPrefix: '',
+        },
+        newSid: () => `sid-${++sids}`,
+      },
+      (broadcaster) => new LegacyBroker({ broadcaster }),
+    );
+    const jid = await createConnectToken({ sub: 'alice', ttlSeconds: 600 }, JWT_SECRET, clock);
+    await gateway.connect({ connectionId: 'c1', query: { jid }, protocols: EXT });
+    await gateway.welcome('c1');
+    const send = (frame: object) => gateway.receive('c1', JSON.stringify(frame));
+    await send({ command: 'subscribe', identifier: pubsub('news') });
+    await broker.handleBroadcast({ stream: 'news', data: JSON.stringify({ n: 1 }) });
+    const frames = () => api.framesOf('c1') as Record<string, unknown>[];
+    // No stream_id, epoch or offset: there is no position to resume from.
+    expect(frames().at(-1)).toEqual({ identifier: pubsub('news'), message: { n: 1 } });
+    await send({ command: 'history', identifier: pubsub('news'), history: { since: 0 } });
+    expect(frames().at(-1)).toEqual({ type: 'reject_history', identifier: pubsub('news') });
+
+    // Sessions live in the session cache, not in the broker: a reconnect restores them.
+    await gateway.disconnect('c1');
+    await gateway.connect({ connectionId: 'c2', query: { jid, sid: 'sid-1' }, protocols: EXT });
+    await gateway.welcome('c2');
+    expect(api.framesOf('c2')).toContainEqual(expect.objectContaining({ restored: true }));
+  });
+});
