@@ -1,15 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { queueUrlVariable, tableVariable } from '../../../infra/deploy/cloudformation';
 import { consumerGroups, type TableName, tables } from '../../../infra/deploy/definitions';
-import {
-  composeRealtime,
-  createConnectToken,
-  defaultGatewayConfig,
-  LegacyBroker,
-} from '../../../lib/core';
-import { MemoryConnectionApi, MemoryConnectionStore, MemorySessionCache } from '../../../lib/testing';
-import { FakeClock } from '../../helpers/clock';
-import { EXT, JWT_SECRET, pubsub } from '../../helpers/gateway';
+import { EXT, gatewayHarness, pubsub } from '../../helpers/gateway';
 
 /** The environment serverless.yml gives a function, with `extra` on top. */
 function lambdaEnv(extra: Record<string, string>): Record<string, string> {
@@ -51,34 +43,15 @@ describe('LAMBDACABLE_BROKER selects the broker of the deployed functions', () =
 
 describe('the legacy broker behind the gateway (AnyCable without a broker)', () => {
   it('delivers broadcasts without epoch or offset, rejects history, and still restores sessions', async () => {
-    const clock = new FakeClock();
-    const store = new MemoryConnectionStore();
-    const api = new MemoryConnectionApi();
-    const sessions = new MemorySessionCache({ clock });
-    let sids = 0;
-    const { broker, gateway } = composeRealtime(
-      {
-        store,
-        api,
-        sessions,
-        clock,
-        config: {
-          ...defaultGatewayConfig(),
-          jwtSecret: JWT_SECRET,
-          publicStreams: true,
-          publicStreamPrefix: '',
-        },
-        newSid: () => `sid-${++sids}`,
-      },
-      (broadcaster) => new LegacyBroker({ broadcaster }),
-    );
-    const jid = await createConnectToken({ sub: 'alice', ttlSeconds: 600 }, JWT_SECRET, clock);
+    const t = gatewayHarness({ broker: 'legacy', config: { publicStreams: true } });
+    const { api, gateway } = t;
+    const jid = await t.token();
     await gateway.connect({ connectionId: 'c1', query: { jid }, protocols: EXT });
     await gateway.welcome('c1');
-    const send = (frame: object) => gateway.receive('c1', JSON.stringify(frame));
+    const send = (frame: object) => t.send('c1', frame);
     await send({ command: 'subscribe', identifier: pubsub('news') });
-    await broker.handleBroadcast({ stream: 'news', data: JSON.stringify({ n: 1 }) });
-    const frames = () => api.framesOf('c1') as Record<string, unknown>[];
+    await t.publish('news', { n: 1 });
+    const frames = () => t.frames('c1');
     // No stream_id, epoch or offset: there is no position to resume from.
     expect(frames().at(-1)).toEqual({ identifier: pubsub('news'), message: { n: 1 } });
     await send({ command: 'history', identifier: pubsub('news'), history: { since: 0 } });

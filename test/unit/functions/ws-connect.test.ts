@@ -1,26 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { connectResponse } from '../../../functions/ws-connect';
-import { composeRealtime } from '../../../lib/core';
-import { defaultGatewayConfig } from '../../../lib/realtime/config';
-import {
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemoryConnectionStore,
-  MemorySessionCache,
-} from '../../../lib/testing';
+import { gatewayHarness } from '../../helpers/gateway';
 
-const gateway = () => {
-  const sessions = new MemorySessionCache();
-  return composeRealtime(
-    {
-      store: new MemoryConnectionStore(),
-      api: new MemoryConnectionApi(),
-      sessions,
-      config: { ...defaultGatewayConfig(), allowAnonymous: true },
-    },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions }),
-  ).gateway;
-};
+const gateway = () => gatewayHarness({ config: { allowAnonymous: true } }).gateway;
 
 describe('ws-connect response', () => {
   it('answers Sec-WebSocket-Protocol with the negotiated subprotocol', async () => {

@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  composeRealtime,
   defaultBrokerConfig,
-  defaultGatewayConfig,
   MAX_IDENTIFIER_BYTES,
   MAX_STREAM_BYTES,
   signStreamName,
@@ -16,14 +14,7 @@ import {
   PLAIN_PROTOCOL,
   parseClientFrame,
 } from '../../../lib/realtime/protocol';
-import {
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemoryConnectionStore,
-  MemorySessionCache,
-} from '../../../lib/testing';
-import { FakeClock } from '../../helpers/clock';
-import { EXT, pubsub, STREAMS_SECRET } from '../../helpers/gateway';
+import { EXT, gatewayHarness, pubsub, STREAMS_SECRET } from '../../helpers/gateway';
 
 const streams: StreamsConfig = {
   streamsSecret: STREAMS_SECRET,
@@ -235,27 +226,8 @@ describe('invalidHistoryRequest', () => {
 
 describe('composeRealtime', () => {
   it("finishes the session of a connection a fan-out finds gone (410) in the given cache, and only that one's", async () => {
-    const clock = new FakeClock();
-    const sessions = new MemorySessionCache({ clock });
-    const api = new MemoryConnectionApi();
-    const store = new MemoryConnectionStore();
-    let sids = 0;
-    const { broker, gateway } = composeRealtime(
-      {
-        store,
-        api,
-        sessions,
-        clock,
-        config: {
-          ...defaultGatewayConfig(),
-          allowAnonymous: true,
-          publicStreams: true,
-          publicStreamPrefix: '',
-        },
-        newSid: () => `sid-${++sids}`,
-      },
-      (broadcaster, cache) => new MemoryBroker({ broadcaster, sessions: cache, clock }),
-    );
+    const t = gatewayHarness({ config: { allowAnonymous: true, publicStreams: true } });
+    const { clock, sessions, api, store, broker, gateway } = t;
     for (const c of ['gone', 'live']) {
       await gateway.connect({ connectionId: c, query: {}, protocols: EXT });
       await gateway.welcome(c);

@@ -1,18 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  AwsResourceError,
-  type ConnectionApi,
-  composeDelivery,
-  ThrottledError,
-} from '../../../../lib/core';
-import {
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemoryConnectionStore,
-  MemorySessionCache,
-} from '../../../../lib/testing';
-import { FakeClock } from '../../../helpers/clock';
-import { RecordingLogger } from '../../../helpers/gateway';
+import { AwsResourceError, type ConnectionApi, ThrottledError } from '../../../../lib/core';
+import { MemoryConnectionApi } from '../../../../lib/testing';
+import { gatewayHarness } from '../../../helpers/gateway';
 
 /**
  * A management API that throttles the posts `throttled` picks (nothing is delivered then),
@@ -56,14 +45,10 @@ async function setup(
   retryPasses = 4,
   extra: { retryBudgetMs?: number } = {},
 ) {
-  const clock = new FakeClock();
-  const store = new MemoryConnectionStore();
-  const sessions = new MemorySessionCache({ clock });
-  const logger = new RecordingLogger();
-  const { broker, fanout } = composeDelivery(
-    { store, api, sessions, clock, logger, retryPasses, retryBackoffMs: 1, ...extra },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-  );
+  const { clock, store, logger, broker, fanout } = gatewayHarness({
+    api,
+    delivery: { retryPasses, retryBackoffMs: 1, ...extra },
+  });
   const ids = Array.from({ length: subscribers }, (_, i) => `c${i}`);
   for (const connectionId of ids) {
     await store.putConnection({

@@ -2,19 +2,12 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { describe, expect, it } from 'vitest';
 import {
   type ConnectionApi,
-  composeDelivery,
   type Fanout,
   type FanoutTaskReport,
   ThrottledError,
 } from '../../../../lib/core';
-import {
-  InProcessTaskRunner,
-  MemoryBroker,
-  MemoryConnectionStore,
-  MemorySessionCache,
-} from '../../../../lib/testing';
-import { FakeClock } from '../../../helpers/clock';
-import { RecordingLogger } from '../../../helpers/gateway';
+import { InProcessTaskRunner, MemoryConnectionStore } from '../../../../lib/testing';
+import { gatewayHarness } from '../../../helpers/gateway';
 
 /** Which invocation a post belongs to: the root (0) or a fan-out task's. */
 const invocation = new AsyncLocalStorage<number>();
@@ -60,29 +53,22 @@ async function audience(
   api: AudienceApi,
   options: { taskSize?: number; fail?: (invocation: number) => boolean; retryPasses?: number } = {},
 ) {
-  const clock = new FakeClock();
-  const store = new MemoryConnectionStore({ clock });
-  const sessions = new MemorySessionCache({ clock });
-  const logger = new RecordingLogger();
   let invocations = 0;
   let fanout: Fanout | undefined;
   const runner = new InProcessTaskRunner(
     (task) => invocation.run(++invocations, () => fanout!.runTask(task)),
     (_task, n) => options.fail?.(n) ?? false,
   );
-  const delivery = composeDelivery(
-    {
-      store,
-      api,
-      sessions,
-      clock,
-      logger,
+  const delivery = gatewayHarness({
+    api,
+    store: (clock) => new MemoryConnectionStore({ clock }),
+    delivery: {
       retryPasses: options.retryPasses ?? 5,
       retryBackoffMs: 1,
       tasks: { runner, taskSize: options.taskSize ?? 500, retryBudgetMs: 5_000 },
     },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-  );
+  });
+  const { store, logger } = delivery;
   fanout = delivery.fanout;
   const ids: string[] = [];
   const subscribe = async (n: number) => {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   ConfigError,
-  composeRealtime,
   configFromEnv,
   createConnectToken,
   defaultBrokerConfig,
@@ -11,93 +10,14 @@ import {
   MemoryRevocationStore,
   signStreamName,
 } from '../../../../lib/core';
-import {
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemoryConnectionStore,
-  MemorySessionCache,
-} from '../../../../lib/testing';
+import { MemoryBroker, MemoryConnectionStore, MemorySessionCache } from '../../../../lib/testing';
 import { gatewaySessionContract } from '../../../contract/sessions';
-import { FakeClock } from '../../../helpers/clock';
-import {
-  EXT,
-  JWT_SECRET,
-  pubsub,
-  RecordingLogger,
-  STREAMS_SECRET,
-  signedId,
-} from '../../../helpers/gateway';
+import { EXT, gatewayHarness, pubsub, STREAMS_SECRET, signedId } from '../../../helpers/gateway';
 
 const PLAIN = 'actioncable-v1-json';
 
-function setup(overrides: Partial<GatewayConfig> = {}) {
-  const clock = new FakeClock();
-  const store = new MemoryConnectionStore();
-  const api = new MemoryConnectionApi();
-  const logger = new RecordingLogger();
-  const sessions = new MemorySessionCache({ clock });
-  const config: GatewayConfig = {
-    ...defaultGatewayConfig(),
-    jwtSecret: JWT_SECRET,
-    streamsSecret: STREAMS_SECRET,
-    // Any public name, as AnyCable; the public prefix has tests of its own.
-    publicStreamPrefix: '',
-    ...overrides,
-  };
-  let sids = 0;
-  const { broker, gateway } = composeRealtime(
-    { store, api, sessions, config, clock, logger, newSid: () => `sid-${++sids}` },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-  );
-  const token = (sub: string, ttlSeconds = 600) =>
-    createConnectToken({ sub, ttlSeconds }, JWT_SECRET, clock);
-
-  /** $connect then welcome, as the Lambdas do. */
-  async function open(
-    connectionId: string,
-    opts: { sub?: string | null; protocols?: string; query?: Record<string, string> } = {},
-  ) {
-    const jid = opts.sub === null ? undefined : await token(opts.sub ?? 'alice');
-    const result = await gateway.connect({
-      connectionId,
-      endpoint: 'https://api.example/dev',
-      query: { ...(jid ? { jid } : {}), ...opts.query },
-      protocols: opts.protocols ?? EXT,
-    });
-    await gateway.welcome(connectionId);
-    return result;
-  }
-  const send = (connectionId: string, frame: object | string) =>
-    gateway.receive(connectionId, typeof frame === 'string' ? frame : JSON.stringify(frame));
-  const subscribe = (connectionId: string, identifier: string, history?: object) =>
-    send(connectionId, { command: 'subscribe', identifier, ...(history ? { history } : {}) });
-  const publish = (stream: string, data: unknown) =>
-    broker.handleBroadcast({
-      stream,
-      data: typeof data === 'string' ? data : JSON.stringify(data),
-    });
-  const frames = (connectionId: string) => api.framesOf(connectionId) as Record<string, unknown>[];
-  const messagesOf = (connectionId: string) =>
-    frames(connectionId)
-      .filter((f) => 'message' in f && f.type === undefined)
-      .map((f) => f.message);
-  return {
-    clock,
-    config,
-    store,
-    api,
-    logger,
-    broker,
-    gateway,
-    token,
-    open,
-    send,
-    subscribe,
-    publish,
-    frames,
-    messagesOf,
-  };
-}
+/** The harness with public names of any prefix (the public prefix has tests of its own). */
+const setup = (config: Partial<GatewayConfig> = {}) => gatewayHarness({ config });
 
 gatewaySessionContract('MemoryConnectionStore + MemoryBroker', async ({ clock }) => ({
   store: new MemoryConnectionStore(),

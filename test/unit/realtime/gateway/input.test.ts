@@ -1,66 +1,32 @@
 import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import {
-  composeRealtime,
-  createConnectToken,
-  defaultGatewayConfig,
   type GatewayConfig,
   MAX_IDENTIFIER_BYTES,
   MAX_SID_BYTES,
   MAX_STREAM_BYTES,
   signStreamName,
 } from '../../../../lib/core';
-import {
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemoryConnectionStore,
-  MemorySessionCache,
-} from '../../../../lib/testing';
 import { FakeClock } from '../../../helpers/clock';
 import {
   EXT,
+  gatewayHarness,
   JWT_SECRET,
   pubsub,
-  RecordingLogger,
   STREAMS_SECRET,
   signedId,
 } from '../../../helpers/gateway';
 
-function setup(overrides: Partial<GatewayConfig> = {}) {
-  const clock = new FakeClock(1_700_000_000_000);
-  const store = new MemoryConnectionStore();
-  const api = new MemoryConnectionApi();
-  const logger = new RecordingLogger();
-  const sessions = new MemorySessionCache({ clock });
-  const config: GatewayConfig = {
-    ...defaultGatewayConfig(),
-    jwtSecret: JWT_SECRET,
-    streamsSecret: STREAMS_SECRET,
-    publicStreams: true,
-    publicStreamPrefix: '',
-    ...overrides,
-  };
-  let sids = 0;
-  const { broker, gateway } = composeRealtime(
-    { store, api, sessions, config, clock, logger, newSid: () => `sid-secret-${++sids}` },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-  );
-  const token = (sub = 'alice', ttlSeconds = 600) =>
-    createConnectToken({ sub, ttlSeconds }, JWT_SECRET, clock);
-  async function open(connectionId: string, query: Record<string, string> = {}) {
-    const result = await gateway.connect({
-      connectionId,
-      endpoint: 'https://api.example/dev',
-      query: { jid: await token(), ...query },
-      protocols: EXT,
-    });
-    await gateway.welcome(connectionId);
-    return result;
-  }
-  const send = (connectionId: string, frame: object | string) =>
-    gateway.receive(connectionId, typeof frame === 'string' ? frame : JSON.stringify(frame));
-  const frames = (connectionId: string) => api.framesOf(connectionId) as Record<string, unknown>[];
-  return { clock, store, api, logger, sessions, broker, gateway, token, open, send, frames };
+/** Public streams on, sids that say they are secret (they must never be logged). */
+function setup(config: Partial<GatewayConfig> = {}) {
+  const t = gatewayHarness({
+    clock: new FakeClock(1_700_000_000_000),
+    sidPrefix: 'sid-secret-',
+    config: { publicStreams: true, ...config },
+  });
+  const open = (connectionId: string, query: Record<string, string> = {}) =>
+    t.open(connectionId, { query });
+  return { ...t, open };
 }
 
 describe('Gateway input: stream names and identifiers become keys', () => {

@@ -3,23 +3,17 @@ import {
   composeRealtime,
   createConnectToken,
   defaultGatewayConfig,
-  type GatewayConfig,
   MAX_PRESENCE_INFO_BYTES,
-  type PresenceChange,
-  presenceEventOf,
-  presenceMessage,
   presenceOf,
 } from '../../../../lib/core';
 import {
   MemoryBroker,
   MemoryConnectionApi,
   MemoryConnectionStore,
-  MemoryPresenceStore,
-  MemoryRateLimiter,
   MemorySessionCache,
 } from '../../../../lib/testing';
 import { FakeClock } from '../../../helpers/clock';
-import { EXT, JWT_SECRET, pubsub, RecordingLogger, STREAMS_SECRET } from '../../../helpers/gateway';
+import { EXT, gatewayHarness, JWT_SECRET, pubsub } from '../../../helpers/gateway';
 
 const TTL_MS = 15_000;
 
@@ -29,76 +23,20 @@ const TTL_MS = 15_000;
  * which the fan-out posts to every subscriber with its own identifier.
  */
 function setup(options: { rateLimit?: boolean } = {}) {
-  const clock = new FakeClock();
-  const store = new MemoryConnectionStore();
-  const api = new MemoryConnectionApi();
-  const logger = new RecordingLogger();
-  const sessions = new MemorySessionCache({ clock });
-  const changes: PresenceChange[] = [];
-  let broker: MemoryBroker | undefined;
-  const delivered: Promise<void>[] = [];
-  const presenceStore = new MemoryPresenceStore({
-    onChange: (list) => {
-      changes.push(...list);
-      for (const change of list) {
-        const msg = presenceMessage(presenceEventOf(change));
-        if (msg && broker) delivered.push(broker.handleBroadcast(msg));
-      }
-    },
+  const t = gatewayHarness({
+    config: { publicStreams: true },
+    presence: { ttlMs: TTL_MS },
+    ...(options.rateLimit ? { rateLimit: { rate: 1, burst: 2 } } : {}),
   });
-  const config: GatewayConfig = {
-    ...defaultGatewayConfig(),
-    jwtSecret: JWT_SECRET,
-    streamsSecret: STREAMS_SECRET,
-    publicStreams: true,
-    publicStreamPrefix: '',
-  };
-  const realtime = composeRealtime(
-    {
-      store,
-      api,
-      sessions,
-      config,
-      clock,
-      logger,
-      presence: { store: presenceStore, ttlMs: TTL_MS },
-      ...(options.rateLimit ? { rateLimiter: new MemoryRateLimiter({ rate: 1, burst: 2 }) } : {}),
-    },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-  );
-  broker = realtime.broker as MemoryBroker;
-  const { gateway } = realtime;
-  async function open(connectionId: string) {
-    const jid = await createConnectToken({ sub: connectionId, ttlSeconds: 600 }, JWT_SECRET, clock);
-    await gateway.connect({
-      connectionId,
-      endpoint: 'https://api.example/dev',
-      query: { jid },
-      protocols: EXT,
-    });
-    await gateway.welcome(connectionId);
-  }
-  const send = async (connectionId: string, frame: object) => {
-    await gateway.receive(connectionId, JSON.stringify(frame));
-    await Promise.all(delivered.splice(0));
+  /** Each connection's identity is its id. */
+  const open = async (connectionId: string) => {
+    await t.open(connectionId, { sub: connectionId });
   };
   /** Frames after the welcome and confirmations: what presence sent. */
   const presenceFrames = (connectionId: string) =>
-    (api.framesOf(connectionId) as Record<string, unknown>[]).filter((f) => f.type === 'presence');
-  const warnings = () => logger.warnings().join('\n');
-  return {
-    clock,
-    api,
-    gateway,
-    realtime,
-    presenceStore,
-    changes,
-    open,
-    send,
-    presenceFrames,
-    warnings,
-    delivered,
-  };
+    t.frames(connectionId).filter((f) => f.type === 'presence');
+  const warnings = () => t.logger.warnings().join('\n');
+  return { ...t, open, presenceFrames, warnings };
 }
 
 const room = pubsub('room');

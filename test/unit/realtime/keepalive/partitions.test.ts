@@ -2,8 +2,6 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   cachedBuckets,
-  composeRealtime,
-  defaultGatewayConfig,
   MessageFormatError,
   type PartitionRun,
   type Pinger,
@@ -22,15 +20,12 @@ import {
 } from '../../../../lib/realtime/keepalive/partitions';
 import { partitionRunOf } from '../../../../lib/realtime/keepalive/runs';
 import {
-  MemoryBroker,
-  MemoryConnectionApi,
   MemoryConnectionStore,
   MemoryPingerInvoker,
   MemoryPingerLayoutStore,
-  MemorySessionCache,
 } from '../../../../lib/testing';
 import { FakeClock } from '../../../helpers/clock';
-import { EXT, RecordingLogger } from '../../../helpers/gateway';
+import { EXT, gatewayHarness, RecordingLogger } from '../../../helpers/gateway';
 
 /** API Gateway's connection ids look random: 16 base64 characters. */
 const connectionId = (i: number) =>
@@ -282,19 +277,13 @@ describe('pinger partitions over memory: 20,000 connections pinged every 3 s', (
     const clock = new FakeClock();
     const layouts = new MemoryPingerLayoutStore();
     // Writers see B as the functions do: the layout read at most once a minute.
-    const store = new MemoryConnectionStore({ clock, buckets: cachedBuckets(layouts, { clock }) });
-    const api = new MemoryConnectionApi();
-    const sessions = new MemorySessionCache({ clock });
-    const realtime = composeRealtime(
-      {
-        store,
-        api,
-        sessions,
-        config: { ...defaultGatewayConfig(), allowAnonymous: true },
-        clock,
-      },
-      (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-    );
+    const realtime = gatewayHarness({
+      clock,
+      quiet: true,
+      config: { allowAnonymous: true },
+      store: () => new MemoryConnectionStore({ clock, buckets: cachedBuckets(layouts, { clock }) }),
+    });
+    const { api } = realtime;
     const invoker = new MemoryPingerInvoker();
     const runs = new PingerRuns({ layouts, invoker, partitionRate: 200, clock });
 

@@ -1,80 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ConfigError,
-  composeRealtime,
-  createConnectToken,
-  defaultGatewayConfig,
-  MAX_PING_INTERVAL,
-  Pinger,
-} from '../../../../lib/core';
+import { ConfigError, MAX_PING_INTERVAL, Pinger } from '../../../../lib/core';
 import { parsePingInterval } from '../../../../lib/realtime/keepalive/ping-interval';
-import { MemoryBroker, MemoryConnectionApi, MemorySessionCache } from '../../../../lib/testing';
-import { FakeClock } from '../../../helpers/clock';
 import { CountingStore } from '../../../helpers/counting-store';
-import { EXT, JWT_SECRET, pubsub, RecordingLogger } from '../../../helpers/gateway';
+import { EXT, gatewayHarness, pubsub } from '../../../helpers/gateway';
 
 const TICK_MS = 250;
 
 /** `storeLagMs`: each write is stored that long after it was dated (a slow or retried write). */
 function setup({ storeLagMs = 0 } = {}) {
-  const clock = new FakeClock();
-  const store = new CountingStore({ clock: { now: () => clock.now() - storeLagMs } });
-  const api = new MemoryConnectionApi();
-  const logger = new RecordingLogger();
-  const sessions = new MemorySessionCache({ clock });
-  const realtime = composeRealtime(
-    {
-      store,
-      api,
-      sessions,
-      config: {
-        ...defaultGatewayConfig(),
-        jwtSecret: JWT_SECRET,
-        publicStreams: true,
-        publicStreamPrefix: '',
-      },
-      clock,
-      logger,
-    },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-  );
-  const { broker, gateway } = realtime;
-  const pinger = realtime.pinger({ defaultInterval: 3 });
+  const t = gatewayHarness({
+    config: { publicStreams: true },
+    store: (clock) => new CountingStore({ clock: { now: () => clock.now() - storeLagMs } }),
+  });
+  const pinger = t.pinger({ defaultInterval: 3 });
   /** `$connect` only: the pinger delivers the welcome. */
   const connect = async (connectionId: string, query: Record<string, string> = {}) => {
-    const jid = await createConnectToken(
-      { sub: connectionId, ttlSeconds: 3600 },
-      JWT_SECRET,
-      clock,
-    );
-    await gateway.connect({ connectionId, query: { jid, ...query }, protocols: EXT });
+    await t.connect(connectionId, { sub: connectionId, ttlSeconds: 3600, query, endpoint: null });
   };
   /** Ticks for `ms`, as the pinger function does. */
-  const run = async (ms: number) => {
-    for (let t = 0; t < ms; t += TICK_MS) {
-      await pinger.tick();
-      clock.advance(TICK_MS);
-    }
-  };
-  const framesOf = (id: string) => api.framesOf(id) as Record<string, unknown>[];
+  const run = (ms: number) => t.tick(pinger, ms, { tickMs: TICK_MS });
+  const framesOf = (id: string) => t.frames(id);
   const pings = (id: string) => framesOf(id).filter((f) => f.type === 'ping').length;
-  const publish = (stream: string, n: number) =>
-    broker.handleBroadcast({ stream, data: JSON.stringify({ n }) });
-  return {
-    clock,
-    store,
-    api,
-    logger,
-    sessions,
-    broker,
-    gateway,
-    pinger,
-    connect,
-    run,
-    framesOf,
-    pings,
-    publish,
-  };
+  const publish = (stream: string, n: number) => t.publish(stream, { n });
+  return { ...t, pinger, connect, run, framesOf, pings, publish };
 }
 
 describe('Pinger: welcome', () => {

@@ -1,69 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ConfigError,
-  composeRealtime,
-  configFromEnv,
-  createConnectToken,
-  defaultGatewayConfig,
-  type GatewayConfig,
-  type RateLimit,
-} from '../../../../lib/core';
-import {
-  MemoryBroker,
-  MemoryConnectionApi,
-  MemoryConnectionStore,
-  MemoryRateLimiter,
-  MemorySessionCache,
-} from '../../../../lib/testing';
-import { FakeClock } from '../../../helpers/clock';
-import { EXT, JWT_SECRET, pubsub, RecordingLogger, STREAMS_SECRET } from '../../../helpers/gateway';
+import { ConfigError, configFromEnv, type RateLimit } from '../../../../lib/core';
+import { gatewayHarness, pubsub } from '../../../helpers/gateway';
 
 /** A gateway over a memory rate limiter of `limit` (`null`: none). */
 function setup(limit: RateLimit | null = { rate: 1, burst: 3 }) {
-  const clock = new FakeClock();
-  const store = new MemoryConnectionStore();
-  const api = new MemoryConnectionApi();
-  const logger = new RecordingLogger();
-  const sessions = new MemorySessionCache({ clock });
-  const config: GatewayConfig = {
-    ...defaultGatewayConfig(),
-    jwtSecret: JWT_SECRET,
-    streamsSecret: STREAMS_SECRET,
-    publicStreams: true,
-    publicStreamPrefix: '',
+  const t = gatewayHarness({
+    config: { publicStreams: true },
+    ...(limit ? { rateLimit: limit } : {}),
+  });
+  const open = async (connectionId: string) => {
+    await t.open(connectionId);
   };
-  const { gateway } = composeRealtime(
-    {
-      store,
-      api,
-      sessions,
-      config,
-      clock,
-      logger,
-      ...(limit ? { rateLimiter: new MemoryRateLimiter(limit) } : {}),
-    },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-  );
-  async function open(connectionId: string) {
-    const jid = await createConnectToken({ sub: 'alice', ttlSeconds: 600 }, JWT_SECRET, clock);
-    await gateway.connect({
-      connectionId,
-      endpoint: 'https://api.example/dev',
-      query: { jid },
-      protocols: EXT,
-    });
-    await gateway.welcome(connectionId);
-  }
-  const send = (connectionId: string, frame: object) =>
-    gateway.receive(connectionId, JSON.stringify(frame));
-  const subscribe = (connectionId: string, identifier: string) =>
-    send(connectionId, { command: 'subscribe', identifier });
-  const whisper = (connectionId: string, identifier: string, data: object = { typing: true }) =>
-    send(connectionId, { command: 'whisper', identifier, data });
-  const frames = (connectionId: string) => api.framesOf(connectionId) as Record<string, unknown>[];
   /** What the limit refused, as logged. */
-  const refusals = () => logger.at('warn').filter((e) => /rate limit|too many/.test(e.message));
-  return { clock, store, api, logger, gateway, open, send, subscribe, whisper, frames, refusals };
+  const refusals = () => t.logger.at('warn').filter((e) => /rate limit|too many/.test(e.message));
+  return { ...t, open, refusals };
 }
 
 describe('Gateway: per-connection rate limit', () => {
