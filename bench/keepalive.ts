@@ -4,10 +4,9 @@
  * reads, per ping interval and with part of the connections on a busy stream. The counts
  * scale linearly with connections; the cost table prices them with bench/prices.ts.
  */
-import { composeRealtime, defaultGatewayConfig, type Pinger } from '../lib/core';
-import { MemoryBroker, MemoryConnectionApi, MemorySessionCache } from '../lib/testing';
-import { FakeClock } from '../test/helpers/clock';
+import type { Pinger } from '../lib/core';
 import { CountingStore } from '../test/helpers/counting-store';
+import { gatewayHarness } from '../test/helpers/gateway';
 import { costOf, PRICES } from './prices';
 import { type Figure, printFigures } from './util';
 
@@ -26,43 +25,19 @@ interface RunResult {
 
 /** The gateway over the in-memory store and broker, on a fake clock; its pinger (3 s default). */
 function inMemory() {
-  const clock = new FakeClock();
-  const store = new CountingStore({ clock });
-  const api = new MemoryConnectionApi();
-  const sessions = new MemorySessionCache({ clock });
-  const realtime = composeRealtime(
-    {
-      store,
-      api,
-      sessions,
-      clock,
-      config: {
-        ...defaultGatewayConfig(),
-        allowAnonymous: true,
-        publicStreams: true,
-        publicStreamPrefix: '',
-      },
-    },
-    (broadcaster) => new MemoryBroker({ broadcaster, sessions, clock }),
-  );
-  const { broker, gateway } = realtime;
-  const newPinger = () => realtime.pinger({ defaultInterval: 3 });
+  const t = gatewayHarness({
+    quiet: true,
+    config: { allowAnonymous: true, publicStreams: true },
+    store: (clock) => new CountingStore({ clock }),
+  });
+  const newPinger = () => t.pinger({ defaultInterval: 3 });
   /** `$connect` of connection `c<i>`, with `pi` when given. */
   const connect = (i: number, pi?: number) =>
-    gateway.connect({
-      connectionId: `c${i}`,
-      query: pi ? { pi: String(pi) } : {},
-      protocols: 'actioncable-v1-ext-json',
-    });
+    t.connect(`c${i}`, { sub: null, endpoint: null, ...(pi ? { query: { pi: String(pi) } } : {}) });
   /** One run (a simulated minute) of `pinger`, calling `each` before each tick. */
-  const runMinute = async (pinger: Pinger, each?: (t: number) => Promise<void>) => {
-    for (let t = 0; t < RUN_MS; t += TICK_MS) {
-      await each?.(t);
-      await pinger.tick();
-      clock.advance(TICK_MS);
-    }
-  };
-  return { clock, store, api, broker, gateway, newPinger, connect, runMinute };
+  const runMinute = (pinger: Pinger, each?: (t: number) => Promise<void>) =>
+    t.tick(pinger, RUN_MS, { tickMs: TICK_MS, each });
+  return { ...t, newPinger, connect, runMinute };
 }
 
 /** One pinger run over `n` connections; `busyShare` of them on a stream with a broadcast each second. */

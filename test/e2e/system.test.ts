@@ -456,7 +456,7 @@ function framesFor(url: string, ms: number, count = Number.POSITIVE_INFINITY): P
  */
 /** Why the secrets' parameters go unread here. */
 const SECRETS_READ =
-  'npm start hands the functions the secret values; test/unit/secrets.test.ts reads parameters';
+  'npm start hands the functions the secret values; test/unit/adapters/aws/secrets.test.ts reads parameters';
 
 const NOT_EXERCISED: Readonly<Record<string, string>> = {
   'wsConnect ssm:GetParameter parameter/lambdacable/local/jwt-secret': SECRETS_READ,
@@ -489,7 +489,7 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
   'pinger dynamodb:BatchWriteItem table/lambdacable-local-connections':
     'a ping answered 410 disconnects the connection',
   'pinger lambda:InvokeFunction function:lambdacable-local-pinger':
-    'the coordinator starts other partitions only past LAMBDACABLE_PINGER_PARTITION_RATE (test/unit/pinger-partitions.test.ts); the same Invoke, from the test, starts a partition above',
+    'the coordinator starts other partitions only past LAMBDACABLE_PINGER_PARTITION_RATE (test/unit/realtime/keepalive/partitions.test.ts); the same Invoke, from the test, starts a partition above',
   'pinger dynamodb:UpdateItem table/lambdacable-local-sessions':
     'a ping answered 410 finishes the session',
   'broadcast dynamodb:GetItem table/lambdacable-local-sessions':
@@ -499,7 +499,7 @@ const NOT_EXERCISED: Readonly<Record<string, string>> = {
   'deliver dynamodb:PutItem table/lambdacable-local-sessions':
     "a fan-out task answered 410 by a connection whose session is still live stores its subscriptions in it (here the vanished client's was not read live; test/contract/sessions.ts closes sessions on DynamoDB Local)",
   'deliver dynamodb:DeleteItem table/lambdacable-local-connections':
-    'a remote unsubscribe of a stream larger than one task removes subscriptions in fan-out tasks (test/unit/fanout-tasks.test.ts)',
+    'a remote unsubscribe of a stream larger than one task removes subscriptions in fan-out tasks (test/unit/realtime/fanout/tasks.test.ts)',
   'deliver dynamodb:UpdateItem table/lambdacable-local-connections':
     "a remote unsubscribe in fan-out tasks lowers the connections' counts and marks them changed",
   'wsDefault dynamodb:GetItem table/lambdacable-local-sessions':
