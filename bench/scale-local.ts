@@ -14,6 +14,11 @@ export interface LocalScaleOptions {
   readonly frames: number;
   /** The stand-in's accepted posts per second; the rest answer 429. */
   readonly ratePerSecond: number;
+  /**
+   * Posts the stand-in accepts at once before its rate applies.
+   * @default a tenth of a second's worth of `ratePerSecond`
+   */
+  readonly burst?: number;
   /** The most time for every frame to reach every subscriber, in ms. */
   readonly timeoutMs?: number;
   /** Progress lines. @default none */
@@ -60,7 +65,10 @@ const SECRETS = {
  */
 export async function runLocalScale(options: LocalScaleOptions): Promise<LocalScaleResult> {
   const log = options.log ?? (() => {});
-  const standIn = new ManagementStandIn({ ratePerSecond: options.ratePerSecond });
+  const standIn = new ManagementStandIn({
+    ratePerSecond: options.ratePerSecond,
+    ...(options.burst === undefined ? {} : { burst: options.burst }),
+  });
   const endpoint = await standIn.start();
   const reports: FanoutTaskReport[] = [];
   let pending = '';
