@@ -9,12 +9,7 @@ import {
   IDENTITY_INDEX,
   STREAM_INDEX,
 } from '../../lib/adapters/aws/dynamodb/connections';
-import { BROADCAST_TOPIC } from '../../lib/realtime/broadcasts/events';
 import type { TableName } from './names';
-
-// The names of the tables and queues, from the one module of names, as before.
-export { pascal, queueNames, relayFailuresQueueName, type TableName, tableName } from './names';
-export { BUCKET_INDEX, IDENTITY_INDEX, STREAM_INDEX };
 
 /** A key attribute. */
 export interface AttributeDefinition {
@@ -117,14 +112,6 @@ export const tables: Readonly<Record<TableName, TableDefinition>> = {
     ttlAttribute: 'expiration',
   },
 };
-
-// The consumer groups are declared in one place of their own.
-export {
-  type ConsumerGroupDefinition,
-  consumerGroupsFor,
-  exampleConsumerEnabled,
-} from './consumers';
-export { BROADCAST_TOPIC };
 
 /** The default timeout of a function, in seconds (`provider.timeout` in serverless.yml). */
 export const DEFAULT_FUNCTION_TIMEOUT = 30;

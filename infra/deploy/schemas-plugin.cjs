@@ -14,7 +14,7 @@ class RegisterSchemasPlugin {
     const provider = this.serverless.getProvider('aws');
     const { DynamoDBClient } = require('@aws-sdk/client-dynamodb');
     const { registerSchemas } = tsxRequire('./schemas.ts', __filename);
-    const { tableName } = tsxRequire('./definitions.ts', __filename);
+    const { tableName } = tsxRequire('./names.ts', __filename);
     const table = tableName(`${this.serverless.service.service}-${provider.getStage()}`, 'schemas');
     const client = new DynamoDBClient(await provider.getAwsSdkV3Config());
     try {

@@ -10,7 +10,12 @@ module.exports = async ({ resolveVariable }) => {
   const settings = await resolveVariable('self:custom.lambdacable.environment');
   const prefix = `${service}-${stage}`;
   const alarms = await resolveVariable('self:custom.alarms');
-  const cfn = tsxRequire('./template/cloudformation.ts', __filename);
+  const { cloudFormation } = tsxRequire('./template/cloudformation.ts', __filename);
+  const { consumerFunctions, functionEnvironment } = tsxRequire(
+    './template/function-settings.ts',
+    __filename,
+  );
+  const { functionSecrets } = tsxRequire('./template/roles.ts', __filename);
   // The consumer groups of this deployment, read once (LAMBDACABLE_EXAMPLE_CONSUMER).
   const groups = tsxRequire('./consumers.ts', __filename).consumerGroupsFor(process.env);
   const { monitoringSettings } = tsxRequire('./monitoring/settings.ts', __filename);
@@ -22,7 +27,7 @@ module.exports = async ({ resolveVariable }) => {
   // (npm start, where nothing reads SSM) hands the functions the values of its environment.
   const offline = secretsModule.isOfflineCommand(process.argv.slice(2));
   if (!offline) warnOfSecretValues(secretsModule.SECRET_KEYS);
-  const environment = { ...localOverrides(cfn.functionEnvironment(prefix, groups)), ...settings };
+  const environment = { ...localOverrides(functionEnvironment(prefix, groups)), ...settings };
   // Source maps are shipped only when asked for (LAMBDACABLE_SOURCEMAPS=true, as the
   // esbuild section reads it), and only then are they worth Node's slower stack traces.
   if (process.env.LAMBDACABLE_SOURCEMAPS === 'true')
@@ -34,7 +39,7 @@ module.exports = async ({ resolveVariable }) => {
   return {
     prefix,
     resources: {
-      ...cfn.cloudFormation({
+      ...cloudFormation({
         prefix,
         stage,
         functionName: (key) => `${prefix}-${key}`,
@@ -48,13 +53,13 @@ module.exports = async ({ resolveVariable }) => {
     environment,
     // The functions of the consumer groups (infra/deploy/consumers.ts), merged into
     // serverless.yml's `functions`.
-    consumerFunctions: cfn.consumerFunctions(groups),
+    consumerFunctions: consumerFunctions(groups),
     // Each function's secret variables: `…_PARAM` names deployed, values under offline.
     secretEnvironment: Object.fromEntries(
       ['wsConnect', 'wsDefault', 'httpBroadcast'].map((key) => [
         key,
         secretsModule.secretEnvironment(
-          cfn.functionSecrets(key, groups),
+          functionSecrets(key, groups),
           secrets,
           offline ? process.env : undefined,
         ),

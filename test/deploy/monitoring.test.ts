@@ -1,7 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queueNames, relayFailuresQueueName } from '../../infra/deploy/definitions';
 import {
   ALARM_TOPIC,
   DASHBOARD,
@@ -10,6 +9,7 @@ import {
   METRICS_SERVICE,
   monitoringSettings,
 } from '../../infra/deploy/monitoring/alarms';
+import { queueNames, relayFailuresQueueName } from '../../infra/deploy/names';
 import { cloudFormation } from '../../infra/deploy/template/cloudformation';
 import { type PackagedService, packageService } from '../helpers/package';
 

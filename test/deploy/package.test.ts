@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consumerGroupsFor, tableName, tables } from '../../infra/deploy/definitions';
+import { consumerGroupsFor } from '../../infra/deploy/consumers';
+import { tables } from '../../infra/deploy/definitions';
+import { tableName } from '../../infra/deploy/names';
 import { type ArtifactSize, artifactSizes, BUNDLE_BUDGET_BYTES } from '../../infra/deploy/package';
 import { DEFAULT_THROTTLES, throttleSettings } from '../../infra/deploy/throttling';
 import { type PackagedService, packagedFiles, packageService } from '../helpers/package';

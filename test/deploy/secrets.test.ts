@@ -5,7 +5,8 @@ import {
   secretEnvironment,
   secretParameters,
 } from '../../infra/deploy/secrets';
-import { cloudFormation, functionSecrets } from '../../infra/deploy/template/cloudformation';
+import { cloudFormation } from '../../infra/deploy/template/cloudformation';
+import { functionSecrets } from '../../infra/deploy/template/roles';
 
 // biome-ignore lint/suspicious/noExplicitAny: CloudFormation JSON.
 type Json = any;

@@ -4,7 +4,7 @@ import {
   RELAY_FAILURES_QUEUE,
   roleLogicalId,
   tableLogicalId,
-} from '../../infra/deploy/template/cloudformation';
+} from '../../infra/deploy/names';
 import { type PackagedService, packageService, type Template } from '../helpers/package';
 import { validateIamActions, validateTemplate } from '../helpers/template-spec';
 

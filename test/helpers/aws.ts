@@ -1,7 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
-import type { ConsumerGroupDefinition } from '../../infra/deploy/definitions';
+import type { ConsumerGroupDefinition } from '../../infra/deploy/consumers';
 import { createLocalResources, type LocalResources } from '../../infra/local/resources';
 
 const credentials = { accessKeyId: 'local', secretAccessKey: 'local' };

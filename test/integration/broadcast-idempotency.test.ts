@@ -12,8 +12,8 @@ import type {
   Context,
 } from 'aws-lambda';
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import { consumerGroupsFor, type TableName } from '../../infra/deploy/definitions';
-import { queueUrlVariable, tableVariable } from '../../infra/deploy/template/cloudformation';
+import { consumerGroupsFor } from '../../infra/deploy/consumers';
+import { queueUrlVariable, type TableName, tableVariable } from '../../infra/deploy/names';
 import { BROADCAST_TOPIC, MAX_IDEMPOTENCY_KEY_CHARS } from '../../lib/core';
 import { testResources } from '../helpers/aws';
 

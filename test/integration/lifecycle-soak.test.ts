@@ -5,7 +5,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DeleteMessageCommand, type Message as SqsMessage } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
-import type { TableName } from '../../infra/deploy/definitions';
+import type { TableName } from '../../infra/deploy/names';
 import { sqsEventOf } from '../../infra/local/pollers/sqs';
 import { consumeSqsBatch, DynamoAckStore, DynamoBroker, OutboxProducer } from '../../lib/aws';
 import { newEventId } from '../../lib/core';

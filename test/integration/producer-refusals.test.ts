@@ -18,8 +18,8 @@ import type {
   DynamoDBRecord,
 } from 'aws-lambda';
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import { consumerGroupsFor, type TableName } from '../../infra/deploy/definitions';
-import { queueUrlVariable, tableVariable } from '../../infra/deploy/template/cloudformation';
+import { consumerGroupsFor } from '../../infra/deploy/consumers';
+import { queueUrlVariable, type TableName, tableVariable } from '../../infra/deploy/names';
 import { sendToRelayFailures } from '../../infra/local/relay-failures';
 import {
   DynamoOutbox,

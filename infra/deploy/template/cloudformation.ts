@@ -12,23 +12,6 @@ import { roleResources } from './roles';
 import { queueResources, tableResources } from './storage';
 import type { Json, Resource } from './types';
 
-export {
-  DELIVER_FUNCTION_VARIABLE,
-  dlqUrlVariable,
-  queueLogicalIds,
-  queueUrlVariable,
-  RELAY_FAILURES_QUEUE,
-  RELAY_FAILURES_URL_VARIABLE,
-  roleLogicalId,
-  tableLogicalId,
-  tableVariable,
-} from '../names';
-// What the template's parts define, from here as before.
-export { consumerFunctions, functionEnvironment } from './function-settings';
-export { functionPermissions, type Permission } from './permissions';
-export { allFunctionPermissions, consumerPermissions, functionSecrets } from './roles';
-export { STATEFUL_TABLES, visibilityTimeoutOf } from './storage';
-
 /** The relay's metric of records it cannot send (alarmed at 1). */
 export const RELAY_REFUSED_METRIC = 'relayRefusedRecords';
 

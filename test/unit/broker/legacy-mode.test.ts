@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { consumerGroupsFor, type TableName, tables } from '../../../infra/deploy/definitions';
-import { queueUrlVariable, tableVariable } from '../../../infra/deploy/template/cloudformation';
+import { consumerGroupsFor } from '../../../infra/deploy/consumers';
+import { tables } from '../../../infra/deploy/definitions';
+import { queueUrlVariable, type TableName, tableVariable } from '../../../infra/deploy/names';
 import { EXT, gatewayHarness, pubsub } from '../../helpers/gateway';
 
 /** The consumer groups of this environment (read once, as a deployment's start reads them). */

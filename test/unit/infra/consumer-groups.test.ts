@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { type ConsumerGroupDefinition, consumerGroupsFor } from '../../../infra/deploy/definitions';
+import { type ConsumerGroupDefinition, consumerGroupsFor } from '../../../infra/deploy/consumers';
+import { cloudFormation } from '../../../infra/deploy/template/cloudformation';
 import {
-  cloudFormation,
   consumerFunctions,
-  consumerPermissions,
   functionEnvironment,
-  visibilityTimeoutOf,
-} from '../../../infra/deploy/template/cloudformation';
+} from '../../../infra/deploy/template/function-settings';
+import { consumerPermissions } from '../../../infra/deploy/template/roles';
+import { visibilityTimeoutOf } from '../../../infra/deploy/template/storage';
 
 const orders: ConsumerGroupDefinition = {
   name: 'orders',

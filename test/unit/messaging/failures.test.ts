@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { consumerGroupsFor } from '../../../infra/deploy/consumers';
-import { cloudFormation, queueLogicalIds } from '../../../infra/deploy/template/cloudformation';
+import { queueLogicalIds } from '../../../infra/deploy/names';
+import { cloudFormation } from '../../../infra/deploy/template/cloudformation';
 import { NackError } from '../../../lib/aws';
 import {
   AwsResourceError,
