@@ -37,6 +37,21 @@ export function relayFailuresQueueName(prefix: string): string {
   return `${prefix}-relay-failures`;
 }
 
+/**
+ * Physical names of the client frames queue (API Gateway's `$default` route sends each frame
+ * there, grouped by connection) and its DLQ.
+ */
+export function framesQueueNames(prefix: string): { queue: string; dlq: string } {
+  return queueNames(prefix, 'frames');
+}
+
+/** Logical ids of the client frames queue and its DLQ. */
+export const FRAMES_QUEUE = 'FramesQueue';
+export const FRAMES_DLQ = 'FramesDlq';
+
+/** Environment variable holding the client frames queue's URL (`npm start` sends frames there). */
+export const FRAMES_QUEUE_VARIABLE = 'LAMBDACABLE_FRAMES_QUEUE';
+
 /** Environment variable holding a table's physical name. */
 export function tableVariable(table: TableName): string {
   return `LAMBDACABLE_TABLE_${table.toUpperCase()}`;
