@@ -42,12 +42,19 @@ export function relayFailuresQueueName(prefix: string): string {
  * there, grouped by connection) and its DLQ.
  */
 export function framesQueueNames(prefix: string): { queue: string; dlq: string } {
-  return queueNames(prefix, 'frames');
+  return queueNames(prefix, FRAMES);
 }
 
-/** Logical ids of the client frames queue and its DLQ. */
-export const FRAMES_QUEUE = 'FramesQueue';
-export const FRAMES_DLQ = 'FramesDlq';
+/** The client frames queue's name part: `queueNames(prefix, FRAMES)`, `queueLogicalIds(FRAMES)`. */
+export const FRAMES = 'frames';
+
+/**
+ * Logical ids of the `$default` route's SQS integration, the route, and the role API Gateway
+ * sends frames with.
+ */
+export const FRAMES_INTEGRATION = 'FramesIntegration';
+export const FRAMES_ROUTE = 'FramesRoute';
+export const FRAMES_SENDER_ROLE = 'FramesSenderRole';
 
 /** Environment variable holding the client frames queue's URL (`npm start` sends frames there). */
 export const FRAMES_QUEUE_VARIABLE = 'LAMBDACABLE_FRAMES_QUEUE';

@@ -9,9 +9,16 @@ import {
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { DEFAULT_RETRY_SCHEDULE } from '../../lib/messaging/failures';
 import { type ConsumerGroupDefinition, consumerGroupsFor } from '../deploy/consumers';
-import { DLQ_RETENTION_SECONDS, tables } from '../deploy/definitions';
-import { queueNames, relayFailuresQueueName, type TableName, tableName } from '../deploy/names';
+import { DEFAULT_FUNCTION_TIMEOUT, DLQ_RETENTION_SECONDS, tables } from '../deploy/definitions';
+import {
+  framesQueueNames,
+  queueNames,
+  relayFailuresQueueName,
+  type TableName,
+  tableName,
+} from '../deploy/names';
 import { registerSchemas } from '../deploy/schemas';
+import { FRAMES_MAX_RECEIVE_COUNT } from '../deploy/websocket/frames';
 
 /** A created consumer group queue. */
 export interface LocalQueue {
@@ -31,6 +38,8 @@ export interface LocalResources {
   readonly outboxStreamArn: string | undefined;
   /** The relay failures queue (the stream relay's on-failure destination), with an SQS client. */
   readonly relayFailuresUrl: string | undefined;
+  /** The client frames queue (the `$default` route's), with an SQS client. */
+  readonly frames: LocalQueue | undefined;
 }
 
 /**
@@ -56,7 +65,9 @@ export async function createLocalResources(options: {
   await registerSchemas(options.dynamodb, names.schemas);
   const queues: Record<string, LocalQueue> = {};
   let relayFailuresUrl: string | undefined;
+  let frames: LocalQueue | undefined;
   if (options.sqs) {
+    frames = await createFramesQueue(options.sqs, prefix);
     for (const group of options.consumerGroups ?? consumerGroupsFor(process.env)) {
       queues[group.name] = await createGroupQueue(options.sqs, prefix, group);
     }
@@ -65,7 +76,7 @@ export async function createLocalResources(options: {
       MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),
     });
   }
-  return { tables: names, queues, outboxStreamArn, relayFailuresUrl };
+  return { tables: names, queues, outboxStreamArn, relayFailuresUrl, frames };
 }
 
 async function createTable(
@@ -123,6 +134,32 @@ async function createGroupQueue(
     dlqArn,
     topics: group.topics,
     maxReceiveCount,
+  };
+}
+
+/** The client frames queue and its DLQ, as infra/deploy/websocket/frames.ts declares them. */
+async function createFramesQueue(sqs: SQSClient, prefix: string): Promise<LocalQueue> {
+  const { queue, dlq } = framesQueueNames(prefix);
+  const dlqUrl = await createQueue(sqs, dlq, {
+    FifoQueue: 'true',
+    MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),
+  });
+  const dlqArn = await queueArn(sqs, dlqUrl);
+  const url = await createQueue(sqs, queue, {
+    FifoQueue: 'true',
+    VisibilityTimeout: String(6 * DEFAULT_FUNCTION_TIMEOUT),
+    RedrivePolicy: JSON.stringify({
+      deadLetterTargetArn: dlqArn,
+      maxReceiveCount: FRAMES_MAX_RECEIVE_COUNT,
+    }),
+  });
+  return {
+    url,
+    arn: await queueArn(sqs, url),
+    dlqUrl,
+    dlqArn,
+    topics: [],
+    maxReceiveCount: FRAMES_MAX_RECEIVE_COUNT,
   };
 }
 

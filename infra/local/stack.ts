@@ -7,6 +7,8 @@ import { consumerGroupsFor } from '../deploy/consumers';
 import { monitoringSettings } from '../deploy/monitoring/settings';
 import {
   alarmIds,
+  FRAMES,
+  framesQueueNames,
   queueNames,
   RELAY_FAILURES_ALARM,
   relayFailuresQueueName,
@@ -174,6 +176,15 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
               ]
             : [];
         }),
+        ...(resources.frames
+          ? [
+              {
+                alarm: alarmIds(FRAMES).deadLetters,
+                name: framesQueueNames(LOCAL_PREFIX).dlq,
+                url: resources.frames.dlqUrl,
+              },
+            ]
+          : []),
         ...(resources.relayFailuresUrl
           ? [
               {
@@ -195,6 +206,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const { offline, env, ports } = await startOfflineOn(wanted.offline, base, {
       ...options,
+      ...(resources.frames
+        ? { frames: { queueUrl: resources.frames.url, sqsEndpoint: sqsService.endpoint } }
+        : {}),
       onOutput: (text) => {
         alarms.output(text);
         options.onOutput?.(text);

@@ -11,6 +11,7 @@ import {
   alarmIds,
   DASHBOARD,
   errorsAlarmId,
+  FRAMES,
   queueNames,
   RELAY_FAILURES_ALARM,
   RELAY_LAG_ALARM,
@@ -146,23 +147,21 @@ export function monitoring(options: MonitoringOptions): {
       threshold: settings.deadLetterMessages,
     });
 
-  for (const group of options.groups) {
-    const names = queueNames(prefix, group.name);
-    const ids = alarmIds(group.name);
-    deadLetter(ids.deadLetters, names.dlq, `${group.name} messages dead-lettered`);
-    alarm(
-      ids.backlog,
-      `${group.name} queue's oldest message is ${settings.queueAgeSeconds}+ s old`,
-      {
-        namespace: 'AWS/SQS',
-        name: 'ApproximateAgeOfOldestMessage',
-        dimensions: { QueueName: names.queue },
-        statistic: 'Maximum',
-        period: 60,
-        periods: 3,
-        threshold: settings.queueAgeSeconds,
-      },
-    );
+  // The consumer groups' queues, and the client frames queue (a stuck frame holds up its
+  // connection's later frames).
+  for (const group of [...options.groups.map((g) => g.name), FRAMES]) {
+    const names = queueNames(prefix, group);
+    const ids = alarmIds(group);
+    deadLetter(ids.deadLetters, names.dlq, `${group} messages dead-lettered`);
+    alarm(ids.backlog, `${group} queue's oldest message is ${settings.queueAgeSeconds}+ s old`, {
+      namespace: 'AWS/SQS',
+      name: 'ApproximateAgeOfOldestMessage',
+      dimensions: { QueueName: names.queue },
+      statistic: 'Maximum',
+      period: 60,
+      periods: 3,
+      threshold: settings.queueAgeSeconds,
+    });
   }
   deadLetter(
     RELAY_FAILURES_ALARM,

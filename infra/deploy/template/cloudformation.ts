@@ -1,13 +1,15 @@
 /**
  * CloudFormation for `serverless.yml`, built from the same definitions as the local
  * bootstrap: the tables, the consumer group queues with their DLQs, the stream relay's
- * failure queue (`storage.ts`), one least-privilege IAM role per function (`roles.ts`), and
+ * failure queue (`storage.ts`), the client frames queue and the `$default` route that fills it
+ * (`websocket/frames.ts`), one least-privilege IAM role per function (`roles.ts`), and
  * the alarms and dashboard (`monitoring/alarms.ts`).
  */
 
 import { type ConsumerGroupDefinition, consumerGroupsFor } from '../consumers';
 import { DEFAULT_MONITORING, type MonitoringSettings, monitoring } from '../monitoring/alarms';
 import type { SecretParameters } from '../secrets';
+import { framesResources } from '../websocket/frames';
 import { roleResources } from './roles';
 import { queueResources, tableResources } from './storage';
 import type { Json, Resource } from './types';
@@ -53,13 +55,15 @@ export function cloudFormation(options: CloudFormationOptions): {
     settings: options.monitoring ?? DEFAULT_MONITORING,
     relayRefusedMetric: RELAY_REFUSED_METRIC,
   });
+  const frames = framesResources(options.prefix);
   return {
     Resources: {
       ...tableResources(options.prefix),
       ...queues.Resources,
+      ...frames.Resources,
       ...roleResources(options, groups),
       ...watched.Resources,
     },
-    Outputs: { ...queues.Outputs, ...watched.Outputs },
+    Outputs: { ...queues.Outputs, ...frames.Outputs, ...watched.Outputs },
   };
 }

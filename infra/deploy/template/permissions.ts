@@ -8,7 +8,7 @@ import {
   IDENTITY_INDEX,
   STREAM_INDEX,
 } from '../../../lib/adapters/aws/dynamodb/connections';
-import type { TableName } from '../names';
+import { FRAMES, type TableName } from '../names';
 import type { SecretVariable } from '../secrets';
 import type { Json } from './types';
 
@@ -164,7 +164,12 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // the connection's rate bucket (GetItem, UpdateItem on its `sk` `r` item); presence
   // `join`, `leave` (an unsubscribe's too) and `presence` (a Query of the stream's members).
   // (A repeated join of the same id checks the connection's record: ConditionCheckItem.)
+  // Its event source mapping receives the client frames queue (the `$default` route's).
   wsDefault: [
+    {
+      queues: [FRAMES],
+      actions: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes'],
+    },
     ...PRESENCE_EVENTS,
     {
       table: 'connections',

@@ -11,6 +11,7 @@ import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 
 import { recordAwsCalls } from '../../../lib/adapters/aws/call-log';
 import { LambdacableError } from '../../../lib/core';
 import type { ConsumerGroupDefinition } from '../../deploy/consumers';
+import { FRAMES_BATCH_SIZE } from '../../deploy/websocket/frames';
 import { LOCAL_PREFIX } from '../environment';
 import type { LocalAlarms } from '../local-alarms';
 import { sendToRelayFailures } from '../relay-failures';
@@ -28,6 +29,13 @@ const STREAM_IDLE_MS = 100;
 /** serverless.yml's `maximumRetryAttempts` of the outbox stream. */
 const RELAY_MAX_RETRY_ATTEMPTS = 100;
 const PINGER_RETRY_MS = 1_000;
+/**
+ * Receive loops on the client frames queue: Lambda's FIFO event source mapping takes batches
+ * of different message groups (connections) at the same time, and so do these. The queue
+ * keeps a group whose messages are in flight from every other receive, so one connection's
+ * frames still run one after another.
+ */
+const FRAMES_POLLERS = 8;
 
 /** What {@link startPollers} drives and reports to. */
 export interface PollersOptions {
@@ -48,8 +56,8 @@ export interface PollersOptions {
 }
 
 /**
- * Starts the stream poller, an SQS poller per consumer group with a handler, and the pinger
- * loop; hands each one's stop (which waits for its in-flight invocation) to `drain` as soon
+ * Starts the stream poller, an SQS poller per consumer group with a handler, the client
+ * frames queue's pollers (`wsDefault`), and the pinger loop; hands each one's stop (which waits for its in-flight invocation) to `drain` as soon
  * as it runs.
  */
 export function startPollers(
@@ -133,6 +141,29 @@ export function startPollers(
     });
     poller.start();
     drain(() => poller.stop());
+  }
+  if (resources.frames) {
+    const functionName = `${LOCAL_PREFIX}-wsDefault`;
+    for (let i = 0; i < FRAMES_POLLERS; i++) {
+      const poller = new SqsPoller({
+        sqs: options.pollerCallLog
+          ? recordAwsCalls(
+              new SQSClient({ ...clientConfig, endpoint: sqsEndpoint }),
+              options.pollerCallLog,
+              mapping(functionName),
+            )
+          : sqs,
+        lambda,
+        queueUrl: resources.frames.url,
+        queueArn: resources.frames.arn,
+        functionName,
+        batchSize: FRAMES_BATCH_SIZE,
+        logger,
+        ...(options.onInvocation ? { onInvocation: options.onInvocation } : {}),
+      });
+      poller.start();
+      drain(() => poller.stop());
+    }
   }
   drain(startPingerLoop(lambda, logger));
 }

@@ -34,6 +34,7 @@ import {
   connect,
   disconnect,
 } from './connect.js';
+import { type QueuedFrame, receiveInOrder } from './frames.js';
 import { serveHistory } from './history.js';
 import {
   type SubscribeDeps,
@@ -166,6 +167,14 @@ export class Gateway {
         });
       }
     }
+  }
+
+  /**
+   * A batch of the frames queue: each connection's frames through {@link receive} one after
+   * another, in the order given; different connections' at the same time.
+   */
+  receiveInOrder(frames: readonly QueuedFrame[]): Promise<void> {
+    return receiveInOrder(frames, (connectionId, body) => this.receive(connectionId, body));
   }
 
   private async handle(connectionId: string, raw: string, endpoint?: string): Promise<void> {
