@@ -91,6 +91,7 @@ describe('alarms, their topic and the dashboard in the packaged template', () =>
       [
         queueNames('lambdacable-ci', 'broadcast').dlq,
         queueNames('lambdacable-ci', 'audit').dlq,
+        queueNames('lambdacable-ci', 'frames').dlq,
         relayFailuresQueueName('lambdacable-ci'),
       ].sort(),
     );
@@ -130,6 +131,7 @@ describe('alarms, their topic and the dashboard in the packaged template', () =>
         'BroadcastLambdaFunction',
         'OutboxRelayLambdaFunction',
         'PingerLambdaFunction',
+        'WsDefaultLambdaFunction',
       ].sort(),
     );
     const errors = alarms().filter(([, a]) => a.Properties.MetricName === 'Errors');

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerGroupsFor } from '../../infra/deploy/consumers';
 import { tables } from '../../infra/deploy/definitions';
-import { tableName } from '../../infra/deploy/names';
+import { FRAMES_ROUTE, queueLogicalIds, tableName } from '../../infra/deploy/names';
 import { type ArtifactSize, artifactSizes, BUNDLE_BUDGET_BYTES } from '../../infra/deploy/package';
 import { DEFAULT_THROTTLES, throttleSettings } from '../../infra/deploy/throttling';
+import { FRAMES_REQUEST_TEMPLATE } from '../../infra/deploy/websocket/frames-template';
 import { type PackagedService, packagedFiles, packageService } from '../helpers/package';
 
 /** The consumer groups of this environment (read once, as a deployment's start reads them). */
@@ -11,6 +12,10 @@ const consumerGroups = consumerGroupsFor(process.env);
 
 // biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is untyped JSON.
 type Resource = { Type: string; Properties: Record<string, any>; DependsOn?: unknown };
+// biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is untyped JSON.
+type Json = any;
+
+const FRAMES_QUEUE = queueLogicalIds('frames').queue;
 
 /** The functions that read each secret; no other function gets its parameter or may read it. */
 const SECRETS: Record<string, string[]> = {
@@ -228,7 +233,8 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     const sqs = ofType('AWS::Lambda::EventSourceMapping').filter(
       ([, r]) => !r.Properties.StartingPosition,
     );
-    expect(sqs.length).toBe(consumerGroups.length);
+    // Each consumer group's, and wsDefault's on the client frames queue.
+    expect(sqs.length).toBe(consumerGroups.length + 1);
     for (const [, m] of sqs) {
       expect(m.Properties.FunctionResponseTypes).toEqual(['ReportBatchItemFailures']);
       // AWS advises a visibility timeout of at least 6 × the function timeout.
@@ -243,6 +249,41 @@ describe('serverless package (osls + serverless-esbuild)', () => {
     expect(routes).toEqual(
       expect.arrayContaining(['$connect', '$disconnect', '$default', 'POST /_broadcast']),
     );
+  });
+
+  it('sends every $default frame to the frames FIFO queue grouped by connection, and deploys that route with the stage', () => {
+    const [, route] = ofType('AWS::ApiGatewayV2::Route').find(
+      ([, r]) => r.Properties.RouteKey === '$default',
+    )!;
+    const integrationId = route.Properties.Target['Fn::Join'][1][1].Ref;
+    const integration = resources[integrationId]!.Properties;
+    expect(integration.IntegrationType).toBe('AWS');
+    expect(integration.RequestTemplates).toEqual({ $default: FRAMES_REQUEST_TEMPLATE });
+    expect(integration.IntegrationUri['Fn::Sub'][1].Queue).toEqual({
+      'Fn::GetAtt': [FRAMES_QUEUE, 'QueueName'],
+    });
+    // API Gateway may send to that queue and nothing else.
+    const sender = resources[integration.CredentialsArn['Fn::GetAtt'][0]]!.Properties;
+    expect(sender.Policies.flatMap((p: Json) => p.PolicyDocument.Statement)).toEqual([
+      {
+        Effect: 'Allow',
+        Action: ['sqs:SendMessage'],
+        Resource: [{ 'Fn::GetAtt': [FRAMES_QUEUE, 'Arn'] }],
+      },
+    ]);
+    const queue = resources[FRAMES_QUEUE]!.Properties;
+    expect(queue).toMatchObject({ FifoQueue: true, FifoThroughputLimit: 'perMessageGroupId' });
+    // wsDefault consumes it; no Lambda integration of $default is left.
+    const mapping = ofType('AWS::Lambda::EventSourceMapping').find(
+      ([, r]) => r.Properties.EventSourceArn['Fn::GetAtt']?.[0] === FRAMES_QUEUE,
+    )!;
+    expect(mapping[1].Properties.FunctionName['Fn::GetAtt'][0]).toBe('WsDefaultLambdaFunction');
+    expect(resources.WsDefaultWebsocketsIntegration).toBeUndefined();
+    // The stage's deployment waits for the route, and its id changes with the route.
+    const stage = resources.WebsocketsDeploymentStage!.Properties;
+    const deployment = resources[stage.DeploymentId.Ref]!;
+    expect(route).toBe(resources[FRAMES_ROUTE]);
+    expect(deployment.DependsOn).toContain(FRAMES_ROUTE);
   });
 
   it('gives every function its own role, with no wildcard resource for data-plane actions', () => {

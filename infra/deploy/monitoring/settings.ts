@@ -89,12 +89,15 @@ export function monitoringSettings(
 }
 
 /**
- * The built-in functions fed by the stream or the schedule (consumer groups' functions are
- * fed by their queues): each gets an `Errors` alarm.
+ * The built-in functions fed by the stream, the schedule or the client frames queue (consumer
+ * groups' functions are fed by their queues): each gets an `Errors` alarm.
  */
-export const EVENT_FED_FUNCTIONS = ['outboxRelay', 'pinger'] as const;
+export const EVENT_FED_FUNCTIONS = ['outboxRelay', 'pinger', 'wsDefault'] as const;
 
-/** The functions fed by a queue, the stream or the schedule: every group's, the relay, the pinger. */
+/**
+ * The functions fed by a queue, the stream or the schedule: every group's, the relay, the
+ * pinger, and wsDefault (the client frames queue's).
+ */
 export function erroringFunctions(groups: readonly ConsumerGroupDefinition[]): string[] {
   return [...groups.filter((g) => g.handler).map((g) => g.name), ...EVENT_FED_FUNCTIONS];
 }
