@@ -3,6 +3,7 @@ import { benchConnectCost } from './connect-cost';
 import { benchDeliveryCost } from './delivery-cost';
 import { benchFanoutLatency, FANOUT_CLIENTS } from './fanout-latency';
 import { benchFanoutReads } from './fanout-reads';
+import { benchFrameOrder } from './frame-order';
 import { benchKeepalive } from './keepalive';
 import { benchCrowds, benchPathLatency } from './local-stack';
 import { benchPostCpu } from './post-cpu';
@@ -33,6 +34,7 @@ const SECTIONS = [
   'fanout-reads',
   'presence-read',
   'path-latency',
+  'frame-order',
   'delivery-cost',
   'connect-cost',
   'presence-cost',
@@ -43,6 +45,7 @@ const SECTIONS = [
 type Section = (typeof SECTIONS)[number];
 const STACK_SECTIONS: readonly Section[] = [
   'path-latency',
+  'frame-order',
   'delivery-cost',
   'connect-cost',
   'presence-cost',
@@ -105,6 +108,13 @@ if (STACK_SECTIONS.some(runs)) {
         'Local stack: broadcast → client, by service transaction (outbox), HTTP and demo:publish',
         await benchPathLatency(bench.stack, BENCH_SECRETS),
       );
+    }
+    if (runs('frame-order')) {
+      printFigures(
+        "Ordered frames: the frames FIFO queue vs one wsDefault invocation per frame (today's Lambda integration)",
+        await benchFrameOrder(bench, BENCH_SECRETS),
+      );
+      await sleep(2_000);
     }
     if (runs('delivery-cost')) {
       const { requests, cost } = await benchDeliveryCost(bench, BENCH_SECRETS);

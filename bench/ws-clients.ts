@@ -26,6 +26,7 @@ export class BenchClient {
   /** Called for every broadcast frame (one with an identifier and a message, no type). */
   onBroadcast: ((b: ReceivedBroadcast) => void) | undefined;
   private readonly waiting = new Map<string, { resolve(): void; reject(e: Error): void }>();
+  private readonly watchers = new Set<(frame: Record<string, unknown>, at: number) => void>();
 
   private constructor(readonly ws: WebSocket) {
     ws.on('message', (data) => this.frame(data.toString()));
@@ -98,6 +99,26 @@ export class BenchClient {
     });
   }
 
+  /**
+   * Resolves with the `performance.now()` at which the first frame that `match`es arrives
+   * (after this call); rejects after `timeoutMs`.
+   */
+  waitFor(match: (frame: Record<string, unknown>) => boolean, timeoutMs = 30_000): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const watcher = (frame: Record<string, unknown>, at: number) => {
+        if (!match(frame)) return;
+        clearTimeout(timer);
+        this.watchers.delete(watcher);
+        resolve(at);
+      };
+      const timer = setTimeout(() => {
+        this.watchers.delete(watcher);
+        reject(new Error('no such frame in time'));
+      }, timeoutMs);
+      this.watchers.add(watcher);
+    });
+  }
+
   close(): void {
     this.ws.terminate();
   }
@@ -106,6 +127,7 @@ export class BenchClient {
     const at = performance.now();
     const frame = parse(text);
     if (!frame) return;
+    for (const watcher of [...this.watchers]) watcher(frame, at);
     const identifier = typeof frame.identifier === 'string' ? frame.identifier : undefined;
     if (frame.type === 'confirm_subscription' || frame.type === 'reject_subscription') {
       const w = identifier === undefined ? undefined : this.waiting.get(identifier);

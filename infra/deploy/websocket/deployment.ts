@@ -10,6 +10,7 @@
  */
 
 import { createHash } from 'node:crypto';
+import { LambdacableError } from '../../../lib/kernel/errors';
 import { FRAMES_INTEGRATION, FRAMES_ROUTE, WEBSOCKET_API } from '../names';
 import type { Json, Resource } from '../template/types';
 
@@ -35,7 +36,7 @@ export function deployFramesRoute(template: CompiledTemplate): string | undefine
     return r.Type === 'AWS::ApiGatewayV2::Deployment' && api?.Ref === WEBSOCKET_API;
   });
   if (deployments.length !== 1) {
-    throw new Error(
+    throw new LambdacableError(
       `lambdacable: expected one deployment of ${WEBSOCKET_API} to add ${FRAMES_ROUTE} to, ` +
         `found ${deployments.length}`,
     );
