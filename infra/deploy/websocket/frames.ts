@@ -104,7 +104,7 @@ export function framesResources(prefix: string): {
           IntegrationMethod: 'POST',
           IntegrationUri: {
             'Fn::Sub': [
-              'arn:${AWS::Partition}:apigateway:${AWS::Region}:sqs:path/${AWS::AccountId}/${Queue}',
+              `arn:\${AWS::Partition}:apigateway:\${AWS::Region}:sqs:path/\${AWS::AccountId}/\${Queue}`,
               { Queue: { 'Fn::GetAtt': [ids.queue, 'QueueName'] } },
             ],
           },
