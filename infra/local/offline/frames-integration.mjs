@@ -274,15 +274,17 @@ export function framesIntegration({
         newId,
       });
       const previous = chains.get(connectionId) ?? Promise.resolve();
-      const sent = previous.then(() => deliver(context, body));
+      // Forgotten once the last frame is sent, before its caller hears of it.
+      const sent = previous
+        .then(() => deliver(context, body))
+        .finally(() => {
+          if (chains.get(connectionId) === settled) chains.delete(connectionId);
+        });
       const settled = sent.then(
         () => {},
         () => {},
       );
       chains.set(connectionId, settled);
-      void settled.then(() => {
-        if (chains.get(connectionId) === settled) chains.delete(connectionId);
-      });
       return sent;
     },
     get pending() {
