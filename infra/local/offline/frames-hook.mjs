@@ -10,7 +10,7 @@
  * since no function may declare a frame route while the frames go to the queue (a declared
  * one would be invoked for the same frame: refused at startup).
  */
-import { framesIntegration } from './frames-integration.mjs';
+import { checkRequestTemplate, framesIntegration } from './frames-integration.mjs';
 import { OFFLINE_HOOK_ERROR } from './hook-check.mjs';
 
 /**
@@ -135,6 +135,8 @@ export function hookWebSocketClients(WebSocketClients, integration, log = consol
 export async function hookFrames(text, WebSocketClients, log = console.error) {
   try {
     const settings = framesSettings(text);
+    // Before the SQS client is made: a refused template is the one thing said.
+    checkRequestTemplate(settings.template);
     const integration = framesIntegration({
       queueUrl: settings.queueUrl,
       template: settings.template,

