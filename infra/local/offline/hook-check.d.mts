@@ -6,6 +6,8 @@ export const SUPPORTED_OFFLINE_VERSION: string;
 export const USER_FUNCTION_FILE: string;
 /** The module whose default export's `prototype.run` preload.mjs wraps. */
 export const IN_PROCESS_RUNNER_FILE: string;
+/** The module whose default export's `prototype.addClient` and `addRoute` frames-hook.mjs wraps. */
+export const WEB_SOCKET_CLIENTS_FILE: string;
 /** How every message of these checks starts. */
 export const OFFLINE_HOOK_ERROR: string;
 
@@ -14,3 +16,9 @@ export function packageProblem(packageDir: string): string | undefined;
 
 /** What keeps preload.mjs from wrapping `InProcessRunner.prototype.run`, or undefined. */
 export function runnerProblem(packageDir: string, InProcessRunner: unknown): string | undefined;
+
+/** What keeps preload.mjs from wrapping `WebSocketClients.prototype.addClient`, or undefined. */
+export function webSocketClientsProblem(
+  packageDir: string,
+  WebSocketClients: unknown,
+): string | undefined;

@@ -1,8 +1,9 @@
 /**
- * Whether preload.mjs can hook the serverless-offline that is installed. The hook reaches two
+ * Whether preload.mjs can hook the serverless-offline that is installed. The hook reaches
  * private files of the package (no export of it names them), so it holds only for the version
  * it was checked against: another one may move them, or run functions differently, and the
- * functions meant for worker threads would then run in process without a word.
+ * functions meant for worker threads would then run in process without a word (or the frames
+ * meant for the SQS integration would reach no queue).
  *
  * Pure checks on a package folder (and on the runner class once imported): they return what is
  * wrong, or undefined; preload.mjs exits with it, and infra/local/offline/launch.ts throws it.
@@ -13,9 +14,10 @@ import { join } from 'node:path';
 
 /**
  * The serverless-offline version preload.mjs was checked against (package.json pins it). To
- * move to another: read the two files below in it, check that `InProcessRunner.run` still
+ * move to another: read the files below in it, check that `InProcessRunner.run` still
  * copies the function's environment onto `process.env` and then calls UserFunction's `load`
- * (its named import), and set this.
+ * (its named import), that `WebSocketClients.addClient` still registers the socket's "message"
+ * listener with `on` (and `addRoute` still adds the routes), and set this.
  */
 export const SUPPORTED_OFFLINE_VERSION = '14.8.5';
 
@@ -24,6 +26,12 @@ const RUNNER = 'src/lambda/handler-runner/in-process-runner';
 export const USER_FUNCTION_FILE = `${RUNNER}/aws-lambda-ric/UserFunction.js`;
 /** The module whose default export's `prototype.run` preload.mjs wraps. */
 export const IN_PROCESS_RUNNER_FILE = `${RUNNER}/InProcessRunner.js`;
+
+/**
+ * The module whose default export's `prototype.addClient` and `addRoute` preload.mjs wraps when
+ * the `$default` route is the frames queue (frames-hook.mjs).
+ */
+export const WEB_SOCKET_CLIENTS_FILE = 'src/events/websocket/WebSocketClients.js';
 
 /** How every message of these checks starts: stack.ts finds it in serverless-offline's output. */
 export const OFFLINE_HOOK_ERROR = 'lambdacable offline: cannot hook serverless-offline';
@@ -57,8 +65,8 @@ export function packageProblem(packageDir) {
       problems.push(`${USER_FUNCTION_FILE} does not load: ${messageOf(error)}`);
     }
   }
-  if (!existsSync(join(packageDir, IN_PROCESS_RUNNER_FILE))) {
-    problems.push(`${IN_PROCESS_RUNNER_FILE} is missing`);
+  for (const file of [IN_PROCESS_RUNNER_FILE, WEB_SOCKET_CLIENTS_FILE]) {
+    if (!existsSync(join(packageDir, file))) problems.push(`${file} is missing`);
   }
   return problems.length ? failure(packageDir, found, problems) : undefined;
 }
@@ -77,6 +85,27 @@ export function runnerProblem(packageDir, InProcessRunner) {
     problem = `${IN_PROCESS_RUNNER_FILE}: InProcessRunner.prototype.run no longer sets process.env`;
   }
   return problem ? failure(packageDir, installedVersion(packageDir), [problem]) : undefined;
+}
+
+/**
+ * What keeps preload.mjs from handing the frames to the `$default` route's SQS integration
+ * (frames-hook.mjs), given the default export of {@link WEB_SOCKET_CLIENTS_FILE}: no method
+ * addClient, or one that no longer registers the connection's "message" listener with `on`
+ * (the hook replaces that listener while addClient runs), or no method addRoute.
+ */
+export function webSocketClientsProblem(packageDir, WebSocketClients) {
+  const { addClient, addRoute } = WebSocketClients?.prototype ?? {};
+  let problem;
+  if (typeof addClient !== 'function') {
+    problem = `its default export has no method addClient (found ${typeof addClient})`;
+  } else if (!/\.on\(\s*["']message["']/.test(String(addClient))) {
+    problem = 'WebSocketClients.prototype.addClient no longer registers on("message", ...)';
+  } else if (typeof addRoute !== 'function') {
+    problem = `its default export has no method addRoute (found ${typeof addRoute})`;
+  }
+  return problem
+    ? failure(packageDir, installedVersion(packageDir), [`${WEB_SOCKET_CLIENTS_FILE}: ${problem}`])
+    : undefined;
 }
 
 function failure(packageDir, found, problems) {

@@ -10,9 +10,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { LambdacableError } from '../../../lib/core';
 import { consumerGroupsFor } from '../../deploy/consumers';
+import { FRAMES_REQUEST_TEMPLATE } from '../../deploy/websocket/frames-template';
 import { LOCAL_PREFIX, LOCAL_STAGE } from '../environment';
 import { freePort, LOCAL_HOST, type OfflinePorts, PORT_VARIABLES, PortInUseError } from '../ports';
 import { hasExited, isHalting, killTree, stopProcess, within } from '../processes';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../services';
+import { FRAMES_VARIABLE, type FramesSettings } from './frames-hook.mjs';
 import { OFFLINE_HOOK_ERROR } from './hook-check.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -33,6 +36,37 @@ export interface OfflineOptions {
   readonly startupTimeoutMs?: number;
   /** How a port given as 0 is picked; for tests. @default {@link freePort} */
   readonly pickPort?: () => Promise<number>;
+  /**
+   * The frames FIFO queue, which makes the WebSocket API's `$default` route an SQS
+   * integration as on AWS: every client frame is sent on it, in order per connection
+   * (infra/local/offline/frames-hook.mjs). serverless.yml must then declare functions for
+   * `$connect` and `$disconnect` only. @default none: frames go to the routes' functions
+   */
+  readonly frames?: OfflineFrames;
+}
+
+/** The queue the `$default` route's frames are sent on, and the SQS endpoint that has it. */
+export interface OfflineFrames {
+  /** The frames FIFO queue's URL. */
+  readonly queueUrl: string;
+  /** The local SQS (fauxqs) endpoint, e.g. `http://127.0.0.1:41234`. */
+  readonly sqsEndpoint: string;
+}
+
+/**
+ * The value of `LAMBDACABLE_OFFLINE_FRAMES` for serverless-offline's preload: the queue, the
+ * local endpoint, region and dummy credentials, and the `$default` route's request template
+ * the deploy gives API Gateway.
+ */
+export function offlineFramesVariable(frames: OfflineFrames): string {
+  const settings: FramesSettings = {
+    queueUrl: frames.queueUrl,
+    endpoint: frames.sqsEndpoint,
+    region: LOCAL_REGION,
+    template: FRAMES_REQUEST_TEMPLATE,
+    credentials: LOCAL_CREDENTIALS,
+  };
+  return JSON.stringify(settings);
 }
 
 /**
@@ -182,6 +216,7 @@ async function startOffline(
         ...process.env,
         ...env,
         LAMBDACABLE_OFFLINE_WORKERS: WORKER_FUNCTIONS.join(','),
+        ...(options.frames ? { [FRAMES_VARIABLE]: offlineFramesVariable(options.frames) } : {}),
         SLS_TELEMETRY_DISABLED: '1',
         SLS_NOTIFICATIONS_MODE: 'off',
       },

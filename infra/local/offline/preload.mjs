@@ -21,7 +21,11 @@
  * A rebuilt handler (watch mode) is a new module URL, so the next invocation loads it fresh
  * (in process) or starts a new worker with it (the old ones are stopped).
  *
- * Both reach private files of serverless-offline, so the version and the hook points are
+ * With `LAMBDACABLE_OFFLINE_FRAMES` set, the WebSocket API's `$default` route is an SQS
+ * integration, as on AWS: every client frame is sent on the frames FIFO queue, in order per
+ * connection (frames-hook.mjs, frames-integration.mjs).
+ *
+ * All three reach private files of serverless-offline, so the version and the hook points are
  * checked first (hook-check.mjs): when they are not what this was written against, the
  * process exits 1 with the reason on stderr, which `npm start` (infra/local/offline/launch.ts) throws.
  */
@@ -30,7 +34,13 @@ import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
-import { packageProblem, runnerProblem } from './hook-check.mjs';
+import { FRAMES_VARIABLE, hookFrames } from './frames-hook.mjs';
+import {
+  packageProblem,
+  runnerProblem,
+  WEB_SOCKET_CLIENTS_FILE,
+  webSocketClientsProblem,
+} from './hook-check.mjs';
 import { workerPool } from './workers.mjs';
 
 if (isMainThread) {
@@ -98,6 +108,14 @@ if (isMainThread) {
   InProcessRunner.prototype.run = function (event, context) {
     return envs.run({}, () => run.call(this, event, context));
   };
+
+  // The $default route's SQS integration, when the stack has a frames queue (frames-hook.mjs).
+  if (real[FRAMES_VARIABLE]) {
+    const file = new URL(WEB_SOCKET_CLIENTS_FILE, pathToFileURL(`${packageDir}/`));
+    const { default: WebSocketClients } = await import(file.href);
+    await exitOn(webSocketClientsProblem(packageDir, WebSocketClients));
+    await exitOn(await hookFrames(real[FRAMES_VARIABLE], WebSocketClients));
+  }
 
   /**
    * Ends this process before serverless-offline runs, when the hook cannot be set: functions

@@ -11,6 +11,8 @@ import {
   runnerProblem,
   SUPPORTED_OFFLINE_VERSION,
   USER_FUNCTION_FILE,
+  WEB_SOCKET_CLIENTS_FILE,
+  webSocketClientsProblem,
 } from '../../../infra/local/offline/hook-check.mjs';
 import { LocalStackError, offlineExitError } from '../../../infra/local/stack';
 import { LambdacableError } from '../../../lib/core';
@@ -23,6 +25,11 @@ const IN_PROCESS_RUNNER =
   'export default class InProcessRunner {\n' +
   '  async run() { Object.assign(process.env, {}); }\n' +
   '}\n';
+const WEB_SOCKET_CLIENTS =
+  'export default class WebSocketClients {\n' +
+  '  addClient(client) { client.on("message", () => {}); }\n' +
+  '  addRoute() {}\n' +
+  '}\n';
 
 const temporary: string[] = [];
 afterEach(() => {
@@ -31,7 +38,12 @@ afterEach(() => {
 
 /** A serverless-offline package folder; a file given as null is left out. */
 function fakeOffline(
-  files: { version?: string; userFunction?: string | null; inProcessRunner?: string | null } = {},
+  files: {
+    version?: string;
+    userFunction?: string | null;
+    inProcessRunner?: string | null;
+    webSocketClients?: string | null;
+  } = {},
   under: string = mkdtempSync(join(tmpdir(), 'lambdacable-offline-hook-')),
 ): string {
   temporary.push(under);
@@ -48,6 +60,9 @@ function fakeOffline(
   if (userFunction !== null) write(USER_FUNCTION_FILE, userFunction);
   const runner = files.inProcessRunner === undefined ? IN_PROCESS_RUNNER : files.inProcessRunner;
   if (runner !== null) write(IN_PROCESS_RUNNER_FILE, runner);
+  const clients =
+    files.webSocketClients === undefined ? WEB_SOCKET_CLIENTS : files.webSocketClients;
+  if (clients !== null) write(WEB_SOCKET_CLIENTS_FILE, clients);
   return dir;
 }
 
@@ -63,6 +78,8 @@ describe('npm start: the serverless-offline hook (infra/local/offline/hook-check
     expect(packageProblem(installed)).toBeUndefined();
     const runner = await import(pathToFileURL(join(installed, IN_PROCESS_RUNNER_FILE)).href);
     expect(runnerProblem(installed, runner.default)).toBeUndefined();
+    const clients = await import(pathToFileURL(join(installed, WEB_SOCKET_CLIENTS_FILE)).href);
+    expect(webSocketClientsProblem(installed, clients.default)).toBeUndefined();
   });
 
   it('refuses another version, naming the version found and the one expected', () => {
@@ -80,10 +97,16 @@ describe('npm start: the serverless-offline hook (infra/local/offline/hook-check
         `src/lambda/handler-runner/in-process-runner/aws-lambda-ric/UserFunction.js is ` +
         `missing. ${advice}`,
     );
-    const both = fakeOffline({ version: '15.0.0', userFunction: null, inProcessRunner: null });
-    expect(packageProblem(both)).toContain(
+    const all = fakeOffline({
+      version: '15.0.0',
+      userFunction: null,
+      inProcessRunner: null,
+      webSocketClients: null,
+    });
+    expect(packageProblem(all)).toContain(
       'version 15.0.0 is not the supported 14.8.5; ' +
-        `${USER_FUNCTION_FILE} is missing; ${IN_PROCESS_RUNNER_FILE} is missing.`,
+        `${USER_FUNCTION_FILE} is missing; ${IN_PROCESS_RUNNER_FILE} is missing; ` +
+        `${WEB_SOCKET_CLIENTS_FILE} is missing.`,
     );
   });
 
@@ -111,6 +134,34 @@ describe('npm start: the serverless-offline hook (infra/local/offline/hook-check
     );
   });
 
+  it('refuses WebSocketClients without the addClient whose "message" listener the frames hook replaces', async () => {
+    const dir = fakeOffline();
+    const fake = await import(pathToFileURL(join(dir, WEB_SOCKET_CLIENTS_FILE)).href);
+    expect(webSocketClientsProblem(dir, fake.default)).toBeUndefined();
+    expect(webSocketClientsProblem(dir, class {})).toContain(
+      `(found 14.8.5 in ${dir}, expected 14.8.5): ${WEB_SOCKET_CLIENTS_FILE}: its default ` +
+        'export has no method addClient (found undefined).',
+    );
+    class Elsewhere {
+      addClient(client: { addListener(e: string, f: () => void): void }) {
+        client.addListener('message', () => {});
+      }
+      addRoute() {}
+    }
+    expect(webSocketClientsProblem(dir, Elsewhere)).toContain(
+      `${WEB_SOCKET_CLIENTS_FILE}: WebSocketClients.prototype.addClient no longer registers ` +
+        'on("message", ...).',
+    );
+    class NoRoutes {
+      addClient(client: { on(e: string, f: () => void): void }) {
+        client.on('message', () => {});
+      }
+    }
+    expect(webSocketClientsProblem(dir, NoRoutes)).toContain(
+      'its default export has no method addRoute (found undefined).',
+    );
+  });
+
   it("ends serverless-offline's process with the reason on stderr before serverless runs", () => {
     // preload.mjs finds serverless-offline at ../../../node_modules from itself: a copy of it
     // beside a fake package.
@@ -118,7 +169,8 @@ describe('npm start: the serverless-offline hook (infra/local/offline/hook-check
     const dir = fakeOffline({ version: '14.9.0', userFunction: null }, tree);
     const offline = join(tree, 'infra', 'local', 'offline');
     mkdirSync(offline, { recursive: true });
-    for (const file of ['preload.mjs', 'hook-check.mjs', 'workers.mjs', 'worker.mjs']) {
+    const files = ['preload.mjs', 'hook-check.mjs', 'workers.mjs', 'worker.mjs'];
+    for (const file of [...files, 'frames-hook.mjs', 'frames-integration.mjs']) {
       copyFileSync(join(root, 'infra', 'local', 'offline', file), join(offline, file));
     }
     const ran = spawnSync(
