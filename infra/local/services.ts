@@ -169,7 +169,25 @@ async function fauxqsStores(): Promise<FauxqsStores> {
   ]);
   const sqsStore = new SqsStore();
   sqsStore.host = '';
+  await acceptAstralCharacters(dist);
   return { sqsStore, snsStore: new SnsStore(), s3Store: new S3Store() };
+}
+
+/**
+ * SQS takes a message body of the characters `#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD |
+ * #x10000-#x10FFFF`; fauxqs 1.9's check leaves the last range out (its pattern has no `u`
+ * flag), so it refused every frame or broadcast with an emoji that AWS accepts. Its one RegExp,
+ * which SendMessage and SendMessageBatch test bodies with, is given the full set in place.
+ */
+async function acceptAstralCharacters(dist: string): Promise<void> {
+  const types = (await import(pathToFileURL(join(dist, 'sqs', 'sqsTypes.js')).href)) as {
+    INVALID_MESSAGE_BODY_CHAR?: unknown;
+  };
+  const check = types.INVALID_MESSAGE_BODY_CHAR;
+  if (!(check instanceof RegExp)) {
+    throw new Error('fauxqs: sqs/sqsTypes.js does not export INVALID_MESSAGE_BODY_CHAR');
+  }
+  check.compile('[^\\x09\\x0A\\x0D\\x20-\\uD7FF\\uE000-\\uFFFD\\u{10000}-\\u{10FFFF}]', 'u');
 }
 
 // --- DynamoDB Local ----------------------------------------------------------------------
