@@ -156,6 +156,11 @@ export async function remoteDisconnect(
  *   ({@link removeIdentityFromStream}), then only those revoked (an `identity-stream`
  *   target): other subscribers keep theirs, and the identity keeps its other streams.
  *
+ * The order holds as far as the fan-out's read of the audience sees the removal: the
+ * DynamoDB store reads it from an index that DynamoDB updates asynchronously, so on AWS a
+ * broadcast handled right after may still find a removed subscription (docs/protocol.md,
+ * Remote commands).
+ *
  * A payload that names `identifier` or `connectionId` is refused (logged, nothing removed):
  * `identifier` is a channel identifier everywhere in this protocol (AnyCable's remote
  * `disconnect` alone uses it for the identity), and neither narrows an unsubscribe, so such
