@@ -121,7 +121,7 @@ export {
 } from './messaging/types.js';
 export type { OutboxRecord, TxOutbox } from './outbox/types.js';
 export type { RevocationStore, RevocationTarget, RevocationTimes } from './realtime/auth/ports.js';
-export { revocationKey } from './realtime/auth/revocations.js';
+export { identityStreamTarget, revocationKey } from './realtime/auth/revocations.js';
 export {
   resolveSecrets,
   type SecretReference,

@@ -184,6 +184,31 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       expect(await t.restored(next)).toEqual([stream]);
     });
 
+    it("does not restore an identity's subscription to a stream unsubscribed for that identity alone", async () => {
+      const t = await setup();
+      const who = uniqueId('user');
+      const other = uniqueId('user');
+      const room = uniqueId('stream');
+      const kept = uniqueId('stream');
+      const [c1, c2] = [uniqueId('conn'), uniqueId('conn')];
+      await t.connect(c1, {}, who);
+      await t.subscribe(c1, room);
+      await t.subscribe(c1, kept);
+      await t.connect(c2, {}, other);
+      await t.subscribe(c2, room);
+      await t.gateway.disconnect(c1);
+      await t.gateway.disconnect(c2);
+      await t.broker.handleCommand({
+        command: 'unsubscribe',
+        payload: { stream: room, identity: who },
+      });
+      const [next1, next2] = [uniqueId('conn'), uniqueId('conn')];
+      await t.connect(next1, { sid: t.sids[0]! }, who);
+      await t.connect(next2, { sid: t.sids[1]! }, other);
+      expect(await t.restored(next1)).toEqual([kept]);
+      expect(await t.restored(next2)).toEqual([room]);
+    });
+
     it('ends the stored sessions of an identity disconnected remotely', async () => {
       const t = await setup();
       const who = uniqueId('user');

@@ -1,6 +1,10 @@
-/** What a revocation names: a stream, an identity, or one session (by sid). */
+/**
+ * What a revocation names: a stream, an identity, one session (by sid), or one identity's
+ * subscriptions to one stream (`identity-stream`, named by {@link identityStreamTarget}'s
+ * encoding of the pair).
+ */
 export interface RevocationTarget {
-  readonly kind: 'stream' | 'identity' | 'session';
+  readonly kind: 'stream' | 'identity' | 'session' | 'identity-stream';
   readonly name: string;
 }
 

@@ -13,13 +13,24 @@ import { decodeData } from '../protocol.js';
 export const BROADCAST_TOPIC = 'lambdacable.broadcasts';
 
 /**
- * Key prefix of remote commands. A command's key is `$commands#<target>` (the connection id,
- * identity or stream it acts on), so commands on one target keep their order and one that
- * keeps failing holds up only its own target's; a payload that names none is `$commands`.
+ * Key prefix of remote commands that act on no stream: a `disconnect`'s key is
+ * `$commands#<target>` (the connection id or identity it acts on), so commands on one target
+ * keep their order and one that keeps failing holds up only its own target's; a payload that
+ * names none is `$commands`. A remote `unsubscribe` is keyed by its stream instead
+ * ({@link remoteCommandKey}).
  */
 export const COMMANDS_KEY = '$commands';
 
-/** The key of a remote command: {@link COMMANDS_KEY} and the target its payload names. */
+/**
+ * The key of a remote command. An `unsubscribe` of a stream is keyed by the stream itself,
+ * as the stream's broadcasts are ({@link BroadcastEvent}): one outbox partition, one SQS
+ * message group, so the broadcast consumer handles it in commit order with them and a
+ * broadcast committed after it never reaches a subscription it removed. Any other command
+ * (a `disconnect`, acting on an identity or a connection and not on a stream) is
+ * {@link COMMANDS_KEY} and the target its payload names. A stream name over
+ * {@link MAX_STREAM_BYTES}, which no subscription and no broadcast can have, is keyed as a
+ * target: by its hash when it is too long for a key.
+ */
 export function remoteCommandKey(command: RemoteCommand): string {
   let payload: unknown;
   try {
@@ -29,6 +40,14 @@ export function remoteCommandKey(command: RemoteCommand): string {
   }
   if (typeof payload !== 'object' || payload === null) return COMMANDS_KEY;
   const p = payload as Record<string, unknown>;
+  if (
+    command.command === 'unsubscribe' &&
+    typeof p.stream === 'string' &&
+    p.stream.length > 0 &&
+    utf8Bytes(p.stream) <= MAX_STREAM_BYTES
+  ) {
+    return p.stream;
+  }
   const target = [p.connectionId, p.identity, p.identifier, p.stream].find(
     (v): v is string => typeof v === 'string' && v.length > 0,
   );
@@ -72,7 +91,7 @@ export const BroadcastEvent: EventType<Broadcast> = /* @__PURE__ */ defineEvent<
   check: (value) => checkBroadcast(value),
 });
 
-/** The built-in remote command event. */
+/** The built-in remote command event, keyed by {@link remoteCommandKey}. */
 export const RemoteCommandEvent: EventType<RemoteCommand> =
   /* @__PURE__ */ defineEvent<RemoteCommand>({
     name: 'lambdacable.RemoteCommand',

@@ -1,8 +1,10 @@
 import type { RemoteCommandMessage } from '../../broker/types.js';
 import { forEachConcurrently } from '../../kernel/concurrency.js';
 import { errorMessage } from '../../kernel/errors.js';
+import { clipForLog } from '../../kernel/limits.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RevocationStore } from '../auth/ports.js';
+import { identityStreamTarget } from '../auth/revocations.js';
 import type { ConnectionApi, ConnectionRecord, ConnectionStore, Subscription } from '../ports.js';
 import type { PresenceStore } from '../presence/ports.js';
 import { disconnectFrame } from '../protocol.js';
@@ -33,7 +35,10 @@ export interface RemoteCommandDeps {
   ): Promise<'sent' | 'gone' | 'failed' | 'throttled'>;
 }
 
-/** Runs a remote command: `disconnect` or `unsubscribe`; another is logged and ignored. */
+/**
+ * Runs a remote command: `disconnect` ({@link remoteDisconnect}) or `unsubscribe`
+ * ({@link remoteUnsubscribe}); another is logged and ignored.
+ */
 export async function runRemoteCommand(
   deps: RemoteCommandDeps,
   cmd: RemoteCommandMessage,
@@ -74,6 +79,13 @@ export async function removeSubscribers(
  * one connection), then the connection closed. The sessions they had are ended first: the
  * identity's (every session started until now) or the connection's, so that a reconnect
  * with an old `sid` restores nothing.
+ *
+ * Unlike `unsubscribe`, it is keyed by its target (`$commands#<connectionId | identity>`),
+ * not by a stream: it names none, and an identity's streams are not known when the command
+ * is committed. So it is in no order with any stream's broadcasts: one committed after it
+ * may still reach the connection before it closes. To cut an identity off in order, commit a
+ * targeted `unsubscribe` (`{ stream, identity }`) for each stream that must stop in order,
+ * then the `disconnect`.
  */
 export async function remoteDisconnect(
   deps: RemoteCommandDeps,
@@ -134,10 +146,26 @@ export async function remoteDisconnect(
 }
 
 /**
- * AnyCable's remote `unsubscribe`: every subscription to a stream removed (in fan-out tasks
- * when the fan-out has them), then the stream revoked: no restore brings back a subscription
- * to it made until now, also one the removal missed (a subscribe racing the command) and one
- * a connection that ended meanwhile stored in its session.
+ * A remote `unsubscribe` (AnyCable's, extended), keyed by its stream so that it is handled
+ * in commit order with the stream's broadcasts (`remoteCommandKey`):
+ * - `{ stream }`: every subscription to the stream removed (in fan-out tasks when the fan-out
+ *   has them), then the stream revoked: no restore brings back a subscription to it made
+ *   until now, also one the removal missed (a subscribe racing the command) and one a
+ *   connection that ended meanwhile stored in its session.
+ * - `{ stream, identity }`: only that identity's subscriptions to the stream removed
+ *   ({@link removeIdentityFromStream}), then only those revoked (an `identity-stream`
+ *   target): other subscribers keep theirs, and the identity keeps its other streams.
+ *
+ * The order holds as far as the fan-out's read of the audience sees the removal: the
+ * DynamoDB store reads it from an index that DynamoDB updates asynchronously, so on AWS a
+ * broadcast handled right after may still find a removed subscription (docs/protocol.md,
+ * Remote commands).
+ *
+ * A payload that names `identifier` or `connectionId` is refused (logged, nothing removed):
+ * `identifier` is a channel identifier everywhere in this protocol (AnyCable's remote
+ * `disconnect` alone uses it for the identity), and neither narrows an unsubscribe, so such
+ * a payload must not widen into a stream-wide one. An `identity` that is not a non-empty
+ * string is refused too: anonymous connections have none to be named by.
  */
 export async function remoteUnsubscribe(
   deps: RemoteCommandDeps,
@@ -146,6 +174,27 @@ export async function remoteUnsubscribe(
   const stream = payload.stream;
   if (typeof stream !== 'string' || !stream) {
     deps.logger.warn('remote unsubscribe without stream', { payload });
+    return;
+  }
+  if (payload.identifier !== undefined || payload.connectionId !== undefined) {
+    deps.logger.warn('remote unsubscribe refused: only `identity` narrows it', { payload });
+    return;
+  }
+  if (payload.identity !== undefined) {
+    const identity = payload.identity;
+    if (typeof identity !== 'string' || !identity) {
+      deps.logger.warn('remote unsubscribe refused: `identity` must be a non-empty string', {
+        payload,
+      });
+      return;
+    }
+    const removed = await removeIdentityFromStream(deps, stream, identity);
+    await deps.revocations.revoke(identityStreamTarget(identity, stream), Date.now());
+    deps.logger.info('remote unsubscribe', {
+      stream: clipForLog(stream),
+      identity: clipForLog(identity),
+      subscriptions: removed,
+    });
     return;
   }
   let removed = 0;
@@ -158,4 +207,28 @@ export async function remoteUnsubscribe(
   }
   await deps.revocations.revoke({ kind: 'stream', name: stream }, Date.now());
   deps.logger.info('remote unsubscribe', { stream, subscriptions: removed });
+}
+
+/**
+ * Removes one identity's subscriptions to `stream`, and their presence, and resolves to how
+ * many it removed. It reads the identity's connections (`connectionsOf`: one Query of the
+ * `byIdentity` index) and each one's subscription to the stream (`subscriptionOf`: one read
+ * by key), so its work is bounded by the identity's connections, never by the stream's
+ * audience: subscription items do not carry the identity, and finding them from the stream's
+ * side would read every subscriber. A connection the index does not list yet (one stored a
+ * moment before the command) is missed, as a subscribe racing a stream-wide unsubscribe is;
+ * the revocation still keeps a restore from bringing its subscription back.
+ */
+export async function removeIdentityFromStream(
+  deps: Pick<RemoteCommandDeps, 'store' | 'concurrency' | 'presence'>,
+  stream: string,
+  identity: string,
+): Promise<number> {
+  const connections = await deps.store.connectionsOf(identity);
+  const held: Subscription[] = [];
+  await forEachConcurrently(connections, deps.concurrency, async (c) => {
+    const s = await deps.store.subscriptionOf(c.connectionId, stream);
+    if (s) held.push(s);
+  });
+  return (await removeSubscribers(deps.store, deps.concurrency, held, deps.presence)).sent;
 }

@@ -3,8 +3,8 @@ import { forEachConcurrently } from '../../kernel/concurrency.js';
 import { fingerprint, MAX_SID_BYTES, utf8Bytes } from '../../kernel/limits.js';
 import type { Logger } from '../../kernel/logger.js';
 import { type IdentityConfig, identify } from '../auth/identity.js';
-import type { RevocationStore } from '../auth/ports.js';
-import { revocationKey } from '../auth/revocations.js';
+import type { RevocationStore, RevocationTarget } from '../auth/ports.js';
+import { identityStreamTarget, revocationKey } from '../auth/revocations.js';
 import { resolveStream, type StreamsConfig } from '../auth/streams.js';
 import type { GatewayConfig } from '../config.js';
 import { disconnectConnection, type PresenceDropper, type SessionFinisher } from '../gone.js';
@@ -149,9 +149,9 @@ const RESTORE_CONCURRENCY = 16;
  * `connection`, when that session is of the same identity and the extended protocol, was not
  * ended by a remote `disconnect` (of its identity or connection) since it started, and each
  * subscription authorized again: under the current settings (signature, public namespace,
- * identifier rules), not unsubscribed remotely since it was subscribed, one per stream,
- * at most `maxSubscriptions`. The restored subscriptions, or `undefined` when there is
- * nothing to restore.
+ * identifier rules), not unsubscribed remotely since it was subscribed (stream-wide, or for
+ * its identity), one per stream, at most `maxSubscriptions`. The restored subscriptions, or
+ * `undefined` when there is nothing to restore.
  */
 async function restore(
   deps: ConnectDeps,
@@ -187,13 +187,15 @@ async function restore(
   }
   const session = { kind: 'session', name: previous } as const;
   const person = { kind: 'identity', name: identity } as const;
-  const streams = [...new Set(authorized.map((s) => s.stream))].map(
-    (name) => ({ kind: 'stream', name }) as const,
-  );
+  const names = [...new Set(authorized.map((s) => s.stream))];
+  const streams = names.map((name) => ({ kind: 'stream', name }) as const);
+  // An anonymous connection has no identity a targeted unsubscribe could name.
+  const own = identity ? names.map((name) => identityStreamTarget(identity, name)) : [];
   const revoked = await deps.revocations.revokedAt([
     session,
     ...(identity ? [person] : []),
     ...streams,
+    ...own,
   ]);
   const oldStart = old.startedAt ?? 0;
   const ended = [session, person].some((t) => (revoked.get(revocationKey(t)) ?? -1) >= oldStart);
@@ -201,11 +203,14 @@ async function restore(
     deps.logger.info('session not restored', { connectionId, reason: 'disconnected remotely' });
     return undefined;
   }
-  // Revoked when unsubscribed remotely since it was subscribed (a session of an earlier
-  // version has no time per subscription: since the session stored it).
+  // Revoked when unsubscribed remotely since it was subscribed, stream-wide or for this
+  // identity (a session of an earlier version has no time per subscription: since the
+  // session stored it).
+  const at = (t: RevocationTarget) => revoked.get(revocationKey(t)) ?? -1;
   const kept = authorized.filter((s) => {
     const since = s.subscribedAt ?? old.writtenAt ?? 0;
-    return (revoked.get(revocationKey({ kind: 'stream', name: s.stream })) ?? -1) < since;
+    if (at({ kind: 'stream', name: s.stream }) >= since) return false;
+    return !identity || at(identityStreamTarget(identity, s.stream)) < since;
   });
   refused += authorized.length - kept.length;
   // A restored subscription dates from before the revocations were read: one recorded from

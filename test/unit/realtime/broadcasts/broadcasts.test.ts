@@ -76,24 +76,49 @@ describe('hasBroadcastKey', () => {
 });
 
 describe('built-in broadcast events', () => {
-  it('keys a broadcast by its stream and a command by the target it acts on', () => {
+  const keyOf = (command: string, payload: object | string) =>
+    RemoteCommandEvent.keyOf({
+      command,
+      payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+    });
+
+  it('keys a broadcast by its stream, and a remote unsubscribe by the same stream', () => {
     expect(BroadcastEvent.keyOf({ stream: 'chat/9', data: '' })).toBe('chat/9');
-    const key = (payload: string) => RemoteCommandEvent.keyOf({ command: 'disconnect', payload });
+    // One outbox partition and one message group with the stream's broadcasts: handled in
+    // commit order with them, stream-wide or for one identity.
+    expect(keyOf('unsubscribe', { stream: 'chat/9' })).toBe('chat/9');
+    expect(keyOf('unsubscribe', { stream: 'chat/9', identity: 'alice' })).toBe('chat/9');
+    const longest = 's'.repeat(MAX_STREAM_BYTES);
+    expect(keyOf('unsubscribe', { stream: longest })).toBe(longest);
+    // A name no broadcast can have (over the stream limit) has nothing to be ordered with.
+    expect(keyOf('unsubscribe', { stream: 's'.repeat(MAX_STREAM_BYTES + 1) })).toBe(
+      `${COMMANDS_KEY}#${'s'.repeat(MAX_STREAM_BYTES + 1)}`,
+    );
+    expect(keyOf('unsubscribe', { stream: 's'.repeat(3000) })).toMatch(
+      /^\$commands#~sha256:[0-9a-f]{64}$/,
+    );
+    expect(keyOf('unsubscribe', {})).toBe(COMMANDS_KEY);
+  });
+
+  it('keys a remote disconnect by the identity or connection it acts on, never by a stream', () => {
     // Commands on one target share a partition (their order holds); other targets do not
     // wait behind a command that keeps failing.
-    expect(key('{"identifier":"alice","reconnect":false}')).toBe(`${COMMANDS_KEY}#alice`);
-    expect(key('{"identity":"bob"}')).toBe(`${COMMANDS_KEY}#bob`);
-    expect(key('{"connectionId":"c-1","identity":"bob"}')).toBe(`${COMMANDS_KEY}#c-1`);
-    expect(
-      RemoteCommandEvent.keyOf({ command: 'unsubscribe', payload: '{"stream":"chat/9"}' }),
-    ).toBe(`${COMMANDS_KEY}#chat/9`);
+    expect(keyOf('disconnect', '{"identifier":"alice","reconnect":false}')).toBe(
+      `${COMMANDS_KEY}#alice`,
+    );
+    expect(keyOf('disconnect', { identity: 'bob' })).toBe(`${COMMANDS_KEY}#bob`);
+    expect(keyOf('disconnect', { identity: 'bob', stream: 'chat/9' })).toBe(`${COMMANDS_KEY}#bob`);
+    expect(keyOf('disconnect', { connectionId: 'c-1', identity: 'bob' })).toBe(
+      `${COMMANDS_KEY}#c-1`,
+    );
     // A target longer than a key may be: its hash.
-    expect(key(JSON.stringify({ identity: 'i'.repeat(3000) }))).toMatch(
+    expect(keyOf('disconnect', { identity: 'i'.repeat(3000) })).toMatch(
       /^\$commands#~sha256:[0-9a-f]{64}$/,
     );
     // Nothing named (or not JSON): the shared partition.
-    expect(key('{}')).toBe(COMMANDS_KEY);
-    expect(key('not json')).toBe(COMMANDS_KEY);
+    expect(keyOf('disconnect', {})).toBe(COMMANDS_KEY);
+    expect(keyOf('disconnect', 'not json')).toBe(COMMANDS_KEY);
+    expect(keyOf('unsubscribe', 'not json')).toBe(COMMANDS_KEY);
   });
 });
 
