@@ -280,8 +280,9 @@ export async function remoteUnsubscribe(
  * in what it lists, pausing {@link INDEX_POLL_FIRST_MS} after the first read, twice as long
  * after each next one, at most {@link INDEX_POLL_MAX_MS}. Once the pauses add up to
  * {@link INDEX_WAIT_MS} (or the clock says as much time passed), it logs a WARN with the
- * counts (`fields`, what is still `listed`, the reads made) and returns: failing the command would hold up the stream's broadcasts behind it
- * for longer still. A read that fails fails the command, as a failing removal does.
+ * counts (`fields`, how many are still `listed`, the reads made) and returns: failing the
+ * command would hold up the stream's broadcasts behind it for longer still. A read that
+ * fails fails the command, as a failing removal does (it is run again).
  *
  * Cost, index caught up at the first read (the normal case), on DynamoDB: a strongly
  * consistent read of the stream's spread item (1 read unit), then, targeted, one Query by
