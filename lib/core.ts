@@ -213,6 +213,7 @@ export type {
   ConnectionChange,
   ConnectionRecord,
   ConnectionStore,
+  IndexProbe,
   SliceRead,
   SubscriberSlice,
   Subscription,

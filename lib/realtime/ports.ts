@@ -91,6 +91,24 @@ export interface SliceRead {
   readonly spread?: number;
 }
 
+/**
+ * What {@link ConnectionStore.listedInIndex} asks the stream index: which subscriptions to
+ * `stream` made until `until` it still lists.
+ */
+export interface IndexProbe {
+  readonly stream: string;
+  /**
+   * Ms since the epoch: only subscriptions with `subscribedAt` at or before it count (one
+   * without `subscribedAt`, stored by an earlier version, always counts).
+   */
+  readonly until: number;
+  /**
+   * These connections' subscriptions to the stream, each read by its exact key; absent: any
+   * subscriber of the stream, at most one per shard (enough to tell a shard is clear).
+   */
+  readonly connectionIds?: readonly string[];
+}
+
 /** Connections and their subscriptions, with a lookup from stream to subscribers. */
 export interface ConnectionStore {
   /** Stores (or replaces) a connection. */
@@ -122,6 +140,12 @@ export interface ConnectionStore {
    * Scan): what one fan-out task reads.
    */
   readSlice(slice: SubscriberSlice, limit: number): Promise<SliceRead>;
+  /**
+   * What the stream index (the one `subscribersOf` and `readSlice` read, as eventually
+   * consistent as they are) still lists of the probed subscriptions ({@link IndexProbe}): a
+   * remote `unsubscribe` asks it until nothing it removed is listed. Queries by key only.
+   */
+  listedInIndex(probe: IndexProbe): Promise<Subscription[]>;
   /**
    * Spreads the stream's new subscriptions over `spread` shards (a power of two), unless it
    * has as many already: a spread never shrinks. Resolves to the spread the stream has now.

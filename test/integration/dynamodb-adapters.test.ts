@@ -11,6 +11,7 @@ import {
 import { AvroCodec, SchemaCompatibilityError } from '../../lib/core';
 import { brokerContract } from '../contract/broker';
 import { connectionStoreContract } from '../contract/connections';
+import { indexProbeContract } from '../contract/connections-index';
 import { gatewaySessionContract } from '../contract/sessions';
 import { localClients, testResources } from '../helpers/aws';
 import { OrderPlaced } from '../helpers/events';
@@ -55,6 +56,11 @@ brokerContract('DynamoBroker over a DynamoSessionCache given to it', async (o) =
 });
 
 connectionStoreContract('DynamoConnectionStore', async () => {
+  const res = await resources();
+  return new DynamoConnectionStore({ client: res.dynamodb, tableName: res.tables.connections });
+});
+
+indexProbeContract('DynamoConnectionStore', async () => {
   const res = await resources();
   return new DynamoConnectionStore({ client: res.dynamodb, tableName: res.tables.connections });
 });

@@ -118,8 +118,9 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
     {
       table: 'connections',
       // Fan-out; remote commands (disconnect an identity, unsubscribe a stream, which marks
-      // the connection changed); removing a connection that answered 410 (and dropping its
-      // presence: a departure put).
+      // the connection changed, then reads the stream's spread item and the stream index
+      // until it no longer lists what it removed); removing a connection that answered 410
+      // (and dropping its presence: a departure put).
       actions: [GET, QUERY, BATCH_WRITE, DELETE, UPDATE, PUT],
       queries: [STREAM_INDEX, IDENTITY_INDEX],
     },

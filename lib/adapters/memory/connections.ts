@@ -6,6 +6,7 @@ import type {
   ConnectionChange,
   ConnectionRecord,
   ConnectionStore,
+  IndexProbe,
   SliceRead,
   SubscriberSlice,
   Subscription,
@@ -162,6 +163,26 @@ export class MemoryConnectionStore implements ConnectionStore {
       truncated,
       ...(whole ? { spread: this.spreads.get(slice.stream) ?? 1 } : {}),
     };
+  }
+
+  /** The index is this store's own map, always caught up: what it lists is what is stored. */
+  async listedInIndex(probe: IndexProbe): Promise<Subscription[]> {
+    const made = (s: Subscription) => (s.subscribedAt ?? Number.NEGATIVE_INFINITY) <= probe.until;
+    const out: Subscription[] = [];
+    for (let shard = 0; shard < (this.spreads.get(probe.stream) ?? 1); shard++) {
+      const key = `${probe.stream}#${shard}`;
+      if (probe.connectionIds) {
+        const entries = this.shards.get(key)?.entries;
+        for (const id of probe.connectionIds) {
+          const s = entries?.get(id)?.subscription;
+          if (s && made(s)) out.push(s);
+        }
+      } else {
+        const first = this.sortedShard(key).find((p) => made(p.subscription));
+        if (first) out.push(first.subscription);
+      }
+    }
+    return out;
   }
 
   async spreadStream(stream: string, spread: number): Promise<number> {

@@ -29,6 +29,8 @@ export interface ComposeDeliveryOptions {
   readonly logger?: Logger;
   /** @default the system clock */
   readonly clock?: Clock;
+  /** Pauses of a remote `unsubscribe` ({@link FanoutOptions.sleep}). @default `setTimeout` */
+  readonly sleep?: (ms: number) => Promise<void>;
   /** Posts in flight at once, in a fan-out and in a pinger tick. @default 50 */
   readonly concurrency?: number;
   /** Subscribers read per page of a fan-out. @default 1000 */
@@ -83,6 +85,7 @@ export function composeDelivery<B extends Broker>(
     revocations,
     logger,
     clock,
+    sleep: options.sleep,
     concurrency,
     pageSize: options.pageSize,
     goneGraceMs,

@@ -48,6 +48,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
   private readonly retryBackoffMs: number;
   private readonly retryBudgetMs: number;
   private readonly stuckMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
   /** Connections given up on, and until when (ms) they get no later pass. */
   private readonly stuck = new Map<string, number>();
   private counts: DeliveryCounts = emptyCounts();
@@ -71,6 +72,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
     this.retryBackoffMs = options.retryBackoffMs ?? DEFAULT_RETRY_BACKOFF_MS;
     this.retryBudgetMs = options.retryBudgetMs ?? 3000;
     this.stuckMs = options.stuckMs ?? 60_000;
+    this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
     for (const [variable, value] of Object.entries({
       retryPasses: this.retryPasses,
       retryBackoffMs: this.retryBackoffMs,
@@ -298,6 +300,8 @@ export class Fanout implements Broadcaster, StreamDelivery {
       concurrency,
       pageSize,
       revocations,
+      clock: this.gone.clock,
+      sleep: this.sleep,
       presence: this.gone.presence?.store,
       postOne: (p, r) => this.postOne(p, r),
       ...(tree

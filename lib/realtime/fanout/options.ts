@@ -33,6 +33,11 @@ export interface FanoutOptions {
   /** @default the system clock */
   readonly clock?: Clock;
   /**
+   * Pauses a remote `unsubscribe` between its reads of the stream index (a virtual clock's in
+   * tests). @default `setTimeout`
+   */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /**
    * A connection younger than this (ms) is not disconnected on a 410: API Gateway answers
    * 410 until `$connect` has returned, while the connection is already stored.
    * @default 10000

@@ -1,11 +1,18 @@
 import type { RemoteCommandMessage } from '../../broker/types.js';
+import type { Clock } from '../../kernel/clock.js';
 import { forEachConcurrently } from '../../kernel/concurrency.js';
 import { errorMessage } from '../../kernel/errors.js';
 import { clipForLog } from '../../kernel/limits.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RevocationStore } from '../auth/ports.js';
 import { identityStreamTarget } from '../auth/revocations.js';
-import type { ConnectionApi, ConnectionRecord, ConnectionStore, Subscription } from '../ports.js';
+import type {
+  ConnectionApi,
+  ConnectionRecord,
+  ConnectionStore,
+  IndexProbe,
+  Subscription,
+} from '../ports.js';
 import type { PresenceStore } from '../presence/ports.js';
 import { disconnectFrame } from '../protocol.js';
 import type { DeliveryReport } from './delivery-report.js';
@@ -28,12 +35,28 @@ export interface RemoteCommandDeps {
   readonly concurrency: number;
   /** Subscribers read per page. */
   readonly pageSize: number;
+  /** Times the wait for the stream index ({@link awaitIndex}). */
+  readonly clock: Clock;
+  /** Pauses between reads of the stream index (a virtual one in tests). */
+  sleep(ms: number): Promise<void>;
   /** Posts one frame, recording the outcome in `report` (a 410 disconnects the connection). */
   postOne(
     post: { connectionId: string; frame: string; endpoint: string | undefined },
     report: DeliveryReport,
   ): Promise<'sent' | 'gone' | 'failed' | 'throttled'>;
 }
+
+/**
+ * The most a remote `unsubscribe` waits, in ms, for the stream index to stop listing what it
+ * removed ({@link awaitIndex}). DynamoDB updates a GSI usually well under a second after the
+ * write; 10 s rides out an index that lags under load, and still bounds how long the
+ * stream's later broadcasts, queued behind the command in its SQS group, are held up.
+ */
+export const INDEX_WAIT_MS = 10_000;
+/** The first pause between reads of the index, in ms; doubled per read up to the next. */
+export const INDEX_POLL_FIRST_MS = 50;
+/** The longest pause between reads of the index, in ms. */
+export const INDEX_POLL_MAX_MS = 500;
 
 /**
  * Runs a remote command: `disconnect` ({@link remoteDisconnect}) or `unsubscribe`
@@ -65,10 +88,14 @@ export async function removeSubscribers(
   concurrency: number,
   subscribers: readonly Subscription[],
   presence?: Pick<PresenceStore, 'leave'>,
+  removed?: Subscription[],
 ): Promise<DeliveryReport> {
   const report: DeliveryReport = { sent: 0, gone: [], failed: [], retried: 0 };
   await forEachConcurrently(subscribers, concurrency, async (s) => {
-    if (await store.removeSubscription(s.connectionId, s.stream, s.identifier)) report.sent++;
+    if (await store.removeSubscription(s.connectionId, s.stream, s.identifier)) {
+      report.sent++;
+      removed?.push(s);
+    }
     await presence?.leave(s.stream, s.connectionId, Date.now());
   });
   return report;
@@ -156,10 +183,11 @@ export async function remoteDisconnect(
  *   ({@link removeIdentityFromStream}), then only those revoked (an `identity-stream`
  *   target): other subscribers keep theirs, and the identity keeps its other streams.
  *
- * The order holds as far as the fan-out's read of the audience sees the removal: the
- * DynamoDB store reads it from an index that DynamoDB updates asynchronously, so on AWS a
- * broadcast handled right after may still find a removed subscription (docs/protocol.md,
- * Remote commands).
+ * It returns only once the stream index, which the fan-out reads and DynamoDB updates
+ * asynchronously, no longer lists what it removed ({@link awaitIndex}), so that the next
+ * message of the stream's group, a broadcast, reaches none of it. Past {@link INDEX_WAIT_MS}
+ * it logs a WARN and returns all the same: a broadcast handled next may then still reach a
+ * removed subscription (docs/protocol.md, Remote commands).
  *
  * A payload that names `identifier` or `connectionId` is refused (logged, nothing removed):
  * `identifier` is a channel identifier everywhere in this protocol (AnyCable's remote
@@ -189,11 +217,27 @@ export async function remoteUnsubscribe(
       return;
     }
     const removed = await removeIdentityFromStream(deps, stream, identity);
-    await deps.revocations.revoke(identityStreamTarget(identity, stream), Date.now());
+    const at = Date.now();
+    await deps.revocations.revoke(identityStreamTarget(identity, stream), at);
+    const connectionIds = removed.map((s) => s.connectionId);
+    const wait =
+      removed.length === 0
+        ? { checks: 0 }
+        : await awaitIndex(
+            deps,
+            { stream, until: at, connectionIds },
+            async (listed) => listed.filter((s) => removed.some((r) => sameSubscription(r, s))),
+            () => ({
+              stream: clipForLog(stream),
+              identity: clipForLog(identity),
+              removed: removed.length,
+            }),
+          );
     deps.logger.info('remote unsubscribe', {
       stream: clipForLog(stream),
       identity: clipForLog(identity),
-      subscriptions: removed,
+      subscriptions: removed.length,
+      indexChecks: wait.checks,
     });
     return;
   }
@@ -205,13 +249,89 @@ export async function remoteUnsubscribe(
       removed += (await removeSubscribers(deps.store, deps.concurrency, page, deps.presence)).sent;
     }
   }
-  await deps.revocations.revoke({ kind: 'stream', name: stream }, Date.now());
-  deps.logger.info('remote unsubscribe', { stream, subscriptions: removed });
+  const at = Date.now();
+  await deps.revocations.revoke({ kind: 'stream', name: stream }, at);
+  // Whatever the index lists that was made until the revocation is either removed (the index
+  // lags) or still stored: missed by the removal (not yet indexed when it read), so removed now.
+  const pending = async (listed: Subscription[]) => {
+    const held = await Promise.all(
+      listed.map((s) => deps.store.subscriptionOf(s.connectionId, stream)),
+    );
+    const missed = listed.filter((s, i) => {
+      const h = held[i];
+      return h !== undefined && sameSubscription(h, s);
+    });
+    removed += (await removeSubscribers(deps.store, deps.concurrency, missed, deps.presence)).sent;
+    return listed;
+  };
+  const wait = await awaitIndex(deps, { stream, until: at }, pending, () => ({
+    stream: clipForLog(stream),
+    removed,
+  }));
+  deps.logger.info('remote unsubscribe', {
+    stream,
+    subscriptions: removed,
+    indexChecks: wait.checks,
+  });
 }
 
 /**
- * Removes one identity's subscriptions to `stream`, and their presence, and resolves to how
- * many it removed. It reads the identity's connections (`connectionsOf`: one Query of the
+ * Reads the stream index ({@link ConnectionStore.listedInIndex}) until `pending` finds nothing
+ * in what it lists, pausing {@link INDEX_POLL_FIRST_MS} after the first read, twice as long
+ * after each next one, at most {@link INDEX_POLL_MAX_MS}. Once the pauses add up to
+ * {@link INDEX_WAIT_MS} (or the clock says as much time passed), it logs a WARN with the
+ * counts (`fields`, how many are still `listed`, the reads made) and returns: failing the
+ * command would hold up the stream's broadcasts behind it for longer still. A read that
+ * fails fails the command, as a failing removal does (it is run again).
+ *
+ * Cost, index caught up at the first read (the normal case), on DynamoDB: a strongly
+ * consistent read of the stream's spread item (1 read unit), then, targeted, one Query by
+ * exact key per removed subscription (0.5 read unit each; with the stream spread over S > 1
+ * shards, one per shard it may sit in: at most log2(S) + 1), or, stream-wide, one Query per
+ * shard (0.5 read unit each while it holds nothing made until the command): 1.5 read units
+ * for a stream on one shard. Each later read costs as much again, and stream-wide 1 read
+ * unit more per subscription listed (its read in the table). Resolves to the reads made.
+ */
+export async function awaitIndex(
+  deps: Pick<RemoteCommandDeps, 'store' | 'logger' | 'clock' | 'sleep'>,
+  probe: IndexProbe,
+  pending: (listed: Subscription[]) => Promise<Subscription[]>,
+  fields: () => Record<string, unknown>,
+): Promise<{ checks: number }> {
+  const started = deps.clock.now();
+  let pause = INDEX_POLL_FIRST_MS;
+  let paused = 0;
+  for (let checks = 1; ; checks++) {
+    const listed = await pending(await deps.store.listedInIndex(probe));
+    if (listed.length === 0) return { checks };
+    if (paused >= INDEX_WAIT_MS || deps.clock.now() - started >= INDEX_WAIT_MS) {
+      deps.logger.warn('remote unsubscribe: the stream index still lists removed subscriptions', {
+        ...fields(),
+        listed: listed.length,
+        checks,
+        pausedMs: paused,
+      });
+      return { checks };
+    }
+    await deps.sleep(pause);
+    paused += pause;
+    pause = Math.min(pause * 2, INDEX_POLL_MAX_MS);
+  }
+}
+
+/** Whether `a` and `b` are one subscription (not the same connection subscribed again). */
+function sameSubscription(a: Subscription, b: Subscription): boolean {
+  return (
+    a.connectionId === b.connectionId &&
+    a.stream === b.stream &&
+    a.identifier === b.identifier &&
+    a.subscribedAt === b.subscribedAt
+  );
+}
+
+/**
+ * Removes one identity's subscriptions to `stream`, and their presence, and resolves to the
+ * ones it removed. It reads the identity's connections (`connectionsOf`: one Query of the
  * `byIdentity` index) and each one's subscription to the stream (`subscriptionOf`: one read
  * by key), so its work is bounded by the identity's connections, never by the stream's
  * audience: subscription items do not carry the identity, and finding them from the stream's
@@ -223,12 +343,14 @@ export async function removeIdentityFromStream(
   deps: Pick<RemoteCommandDeps, 'store' | 'concurrency' | 'presence'>,
   stream: string,
   identity: string,
-): Promise<number> {
+): Promise<Subscription[]> {
   const connections = await deps.store.connectionsOf(identity);
   const held: Subscription[] = [];
   await forEachConcurrently(connections, deps.concurrency, async (c) => {
     const s = await deps.store.subscriptionOf(c.connectionId, stream);
     if (s) held.push(s);
   });
-  return (await removeSubscribers(deps.store, deps.concurrency, held, deps.presence)).sent;
+  const removed: Subscription[] = [];
+  await removeSubscribers(deps.store, deps.concurrency, held, deps.presence, removed);
+  return removed;
 }

@@ -18,6 +18,7 @@ import type {
   ConnectionChange,
   ConnectionRecord,
   ConnectionStore,
+  IndexProbe,
   SliceRead,
   SubscriberSlice,
   Subscription,
@@ -197,6 +198,11 @@ export class DynamoConnectionStore implements ConnectionStore {
 
   spreadStream(stream: string, spread: number): Promise<number> {
     return this.shards.spreadStream(stream, spread);
+  }
+
+  /** Queries of `byStreamShard` by key ({@link StreamShards.listed}), after a read of the spread. */
+  listedInIndex(probe: IndexProbe): Promise<Subscription[]> {
+    return this.shards.listed(probe);
   }
 
   async removeConnection(connectionId: string): Promise<Subscription[]> {

@@ -8,6 +8,7 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { forEachConcurrently } from '../../../kernel/concurrency.js';
 import { type AwsResourceError, ConfigError } from '../../../kernel/errors.js';
 import { MAX_STREAM_BYTES, utf8Bytes } from '../../../kernel/limits.js';
 import {
@@ -16,7 +17,12 @@ import {
   shardOf,
   subscriberSortKey,
 } from '../../../realtime/fanout/spread.js';
-import type { SliceRead, SubscriberSlice, Subscription } from '../../../realtime/ports.js';
+import type {
+  IndexProbe,
+  SliceRead,
+  SubscriberSlice,
+  Subscription,
+} from '../../../realtime/ports.js';
 import { awsCall } from '../call.js';
 
 /** Streams whose spread one instance remembers. */
@@ -31,6 +37,20 @@ export function fanKey(stream: string, shard: number): string {
 
 /** Pages of a Query hold at most this many items (`Limit`); more are read page by page. */
 const MAX_QUERY_LIMIT = 1000;
+/** Items per page of a stream-wide probe ({@link StreamShards.listed}). */
+const PROBE_PAGE = 25;
+/** Queries of one probe in flight at once. */
+const PROBE_CONCURRENCY = 16;
+
+/**
+ * The shards a subscriber of a stream spread over `spread` shards may sit in: its shard
+ * under each spread it may have been placed with (1, 2, 4, … `spread`), each once.
+ */
+export function candidateShards(connectionId: string, spread: number): number[] {
+  const shards = new Set<number>();
+  for (let n = 1; n <= spread; n *= 2) shards.add(shardOf(connectionId, n));
+  return [...shards];
+}
 
 /** Options of {@link StreamShards}. */
 export interface StreamShardsOptions extends SpreadDirectoryOptions {
@@ -125,17 +145,65 @@ export class StreamShards {
     return { subscribers, truncated, ...(whole ? { spread } : {}) };
   }
 
+  /**
+   * What the index still lists of the probed subscriptions, made until `probe.until`: for
+   * given connections, one Query per shard each could be in (`fanKey` and `fanSort` exact: the
+   * shard under every spread up to the stream's, 1 with one shard); for the whole stream, one
+   * Query per shard (pages of {@link PROBE_PAGE}, read on past newer subscribers), stopping at
+   * the shard's first match. The stream's spread is read first, strongly consistent (1 read
+   * unit): the index's own spread item may lag too. An empty Query is 0.5 read unit.
+   */
+  async listed(probe: IndexProbe): Promise<Subscription[]> {
+    const { stream, until, connectionIds } = probe;
+    if (utf8Bytes(stream) > MAX_STREAM_BYTES) return [];
+    const spread = await this.spreads.spreadNow(stream);
+    const made = (s: Subscription) => (s.subscribedAt ?? Number.NEGATIVE_INFINITY) <= until;
+    const out: Subscription[] = [];
+    if (connectionIds) {
+      const reads = connectionIds.flatMap((id) =>
+        candidateShards(id, spread).map((shard) => ({ id, shard })),
+      );
+      await forEachConcurrently(reads, PROBE_CONCURRENCY, async ({ id, shard }) => {
+        const key = fanKey(stream, shard);
+        for await (const items of this.query(stream, key, subscriberSortKey(id), 10, true)) {
+          for (const item of items) {
+            const s = this.options.toSubscription(item);
+            // Another connection may share the 32-bit hash.
+            if (s.connectionId === id && made(s)) out.push(s);
+          }
+        }
+      });
+      return out;
+    }
+    const shards = Array.from({ length: spread }, (_, shard) => shard);
+    await forEachConcurrently(shards, PROBE_CONCURRENCY, async (shard) => {
+      for await (const items of this.query(stream, fanKey(stream, shard), '', PROBE_PAGE)) {
+        const first = items
+          .filter((item) => !isSpreadItem(item))
+          .map((item) => this.options.toSubscription(item))
+          .find(made);
+        if (first) {
+          out.push(first);
+          return;
+        }
+      }
+    });
+    return out;
+  }
+
   private async *query(
     stream: string,
     key: string,
     prefix: string,
     pageSize: number,
+    exact = false,
   ): AsyncIterable<Record<string, unknown>[]> {
     const { client, tableName, index } = this.options;
+    const sort = exact ? 'fanSort = :p' : 'begins_with(fanSort, :p)';
     const input: QueryCommandInput = {
       TableName: tableName,
       IndexName: index,
-      KeyConditionExpression: prefix ? 'fanKey = :k AND begins_with(fanSort, :p)' : 'fanKey = :k',
+      KeyConditionExpression: prefix ? `fanKey = :k AND ${sort}` : 'fanKey = :k',
       ExpressionAttributeValues: { ':k': { S: key }, ...(prefix ? { ':p': { S: prefix } } : {}) },
       Limit: pageSize,
     };
@@ -223,19 +291,26 @@ export class SpreadDirectory {
       }
       // Wider already (another writer raised it further): read what it is.
       this.cache.delete(stream);
-      const out = await awsCall('GetItem', tableName, [stream], () =>
-        this.options.client.send(
-          new GetItemCommand({
-            TableName: tableName,
-            Key: spreadKey(stream),
-            ConsistentRead: true,
-          }),
-        ),
-      );
-      const wider = out.Item ? spreadOfItem(out.Item) : spread;
+      const wider = Math.max(spread, await this.spreadNow(stream));
       this.remember(stream, wider, Date.now());
       return wider;
     }
+  }
+
+  /** The stream's spread as stored now (a strongly consistent read: 1 read unit), remembered. */
+  async spreadNow(stream: string): Promise<number> {
+    const out = await awsCall('GetItem', this.options.tableName, [stream], () =>
+      this.options.client.send(
+        new GetItemCommand({
+          TableName: this.options.tableName,
+          Key: spreadKey(stream),
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    const spread = out.Item ? spreadOfItem(out.Item) : 1;
+    this.remember(stream, spread, Date.now());
+    return spread;
   }
 
   private remember(stream: string, spread: number, readAt: number): void {

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryAckStore, MemoryConnectionStore } from '../../../../lib/testing';
 import { connectionStoreContract } from '../../../contract/connections';
+import { indexProbeContract } from '../../../contract/connections-index';
 
 connectionStoreContract('MemoryConnectionStore', () => new MemoryConnectionStore());
+indexProbeContract('MemoryConnectionStore', () => new MemoryConnectionStore());
 
 describe('MemoryAckStore', () => {
   it('only moves a level forward', async () => {
