@@ -39,13 +39,16 @@ export async function disconnectConnection(
   known?: ConnectionRecord,
 ): Promise<void> {
   const { presence } = policy;
-  if (presence) {
-    await presence.store.drop(connectionId, (policy.clock ?? systemClock).now(), presence.ttlMs);
-  }
   const connection = known ?? (await policy.store.getConnection(connectionId));
   // Before the read: a revocation at or after it applies to what is read (see `restore`).
   const readAt = Date.now();
   const subs = await policy.store.removeConnection(connectionId);
+  // After the connection is gone: a join racing this (its frame is not ordered with
+  // `$disconnect`) is either stored by now, and dropped here, or finds the connection gone
+  // and takes itself back (presence/commands.ts).
+  if (presence) {
+    await presence.store.drop(connectionId, (policy.clock ?? systemClock).now(), presence.ttlMs);
+  }
   if (connection?.sid) await closeSession(policy.sessions, connection.sid, subs, readAt);
 }
 

@@ -1,6 +1,6 @@
 import type { Clock } from '../../kernel/clock.js';
 import { ProtocolError } from '../../kernel/errors.js';
-import type { PostFrame, Subscription } from '../ports.js';
+import type { ConnectionStore, PostFrame, Subscription } from '../ports.js';
 import { presenceErrorFrame, presenceFrame } from '../protocol.js';
 import type { PresenceStore } from './ports.js';
 import { checkPresence } from './presence.js';
@@ -11,6 +11,8 @@ export interface PresenceCommandDeps {
   /** Absent: presence is off, and every presence command is refused. */
   readonly presence: PresenceSettings | undefined;
   readonly clock: Clock;
+  /** Read again after a join: a connection that ended meanwhile leaves no session behind. */
+  readonly store: Pick<ConnectionStore, 'getConnection'>;
 }
 
 /**
@@ -49,6 +51,17 @@ export async function joinPresence(
     // Not stored (a throttled or conflicting write, given up on): the sender may join again.
     await post(presenceErrorFrame(identifier, 'unavailable'));
     throw error;
+  }
+  // A join's frame and the connection's `$disconnect` are not ordered: `$disconnect` removes
+  // the connection, then drops its sessions. A join stored before that drop is dropped with
+  // the rest; one stored after it finds the connection gone here, and is taken back.
+  if (!(await deps.store.getConnection(connectionId))) {
+    await settings.store.leave(sub.stream, connectionId, deps.clock.now());
+    throw new ProtocolError('presence join taken back: the connection ended meanwhile', {
+      connectionId,
+      command: 'join',
+      identifier,
+    });
   }
 }
 

@@ -158,6 +158,54 @@ describe('Gateway: presence (join, leave, presence)', () => {
     expect(counts).toEqual([100, 200, 250, 250]);
   });
 
+  it("leaves no session of a join whose connection's $disconnect overtook it (the frames queue and $disconnect are not ordered)", async () => {
+    const t = setup();
+    await t.open('a');
+    await t.open('b');
+    await t.send('a', { command: 'subscribe', identifier: room });
+    await t.send('b', { command: 'subscribe', identifier: room });
+    // The join's frame read the connection; then `$disconnect` ran whole before the join wrote.
+    const join = t.presenceStore.join.bind(t.presenceStore);
+    t.presenceStore.join = async (...args) => {
+      await t.gateway.disconnect('a');
+      return join(...args);
+    };
+    await t.send('a', { command: 'join', identifier: room, presence: { id: 'alice' } });
+    await Promise.all(t.delivered.splice(0));
+    expect((await presenceOf(t.presenceStore, 'room', { nowMs: t.clock.now() })).total).toBe(0);
+    // Its subscribers saw it come and go; the sender was told nothing (it is gone).
+    expect(t.presenceFrames('b').map((f) => (f.message as { type: string }).type)).toEqual([
+      'join',
+      'leave',
+    ]);
+    expect(t.warnings()).toContain('presence join taken back: the connection ended meanwhile');
+  });
+
+  it("drops the session of a join stored just before its connection's $disconnect, with a leave after the TTL", async () => {
+    const t = setup();
+    await t.open('a');
+    await t.open('b');
+    await t.send('a', { command: 'subscribe', identifier: room });
+    await t.send('b', { command: 'subscribe', identifier: room });
+    // The join wrote; then `$disconnect` ran whole before the join read the connection again.
+    const join = t.presenceStore.join.bind(t.presenceStore);
+    t.presenceStore.join = async (...args) => {
+      const joined = await join(...args);
+      await t.gateway.disconnect('a');
+      return joined;
+    };
+    await t.send('a', { command: 'join', identifier: room, presence: { id: 'alice' } });
+    const pinger = t.realtime.pinger({ defaultInterval: 3 });
+    t.clock.advance(TTL_MS);
+    await pinger.tick();
+    await Promise.all(t.delivered.splice(0));
+    expect((await presenceOf(t.presenceStore, 'room', { nowMs: t.clock.now() })).total).toBe(0);
+    expect(t.presenceFrames('b').map((f) => (f.message as { type: string }).type)).toEqual([
+      'join',
+      'leave',
+    ]);
+  });
+
   it("takes a restored client's re-sent join as no second join, and its old connection's expiry as no leave", async () => {
     const t = setup();
     await t.open('old');
