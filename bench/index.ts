@@ -3,7 +3,7 @@ import { benchConnectCost } from './connect-cost';
 import { benchDeliveryCost } from './delivery-cost';
 import { benchFanoutLatency, FANOUT_CLIENTS } from './fanout-latency';
 import { benchFanoutReads } from './fanout-reads';
-import { benchFrameOrder } from './frame-order';
+import { benchFrameOrder, FRAME_ORDER_BENCH_ENV } from './frame-order';
 import { benchKeepalive } from './keepalive';
 import { benchCrowds, benchPathLatency } from './local-stack';
 import { benchPostCpu } from './post-cpu';
@@ -101,7 +101,10 @@ if (runs('presence-read')) {
 if (STACK_SECTIONS.some(runs)) {
   // One local stack (npm start on free ports) for the rest, every AWS call on record; a short
   // presence TTL when presence-cost runs (no other section joins a presence).
-  const bench = await startBenchStack(runs('presence-cost') ? PRESENCE_BENCH_ENV : {});
+  const bench = await startBenchStack({
+    ...(runs('presence-cost') ? PRESENCE_BENCH_ENV : {}),
+    ...(runs('frame-order') ? FRAME_ORDER_BENCH_ENV : {}),
+  });
   try {
     if (runs('path-latency')) {
       printFigures(

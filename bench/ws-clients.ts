@@ -101,9 +101,13 @@ export class BenchClient {
 
   /**
    * Resolves with the `performance.now()` at which the first frame that `match`es arrives
-   * (after this call); rejects after `timeoutMs`.
+   * (after this call); rejects after `timeoutMs`, naming `what`.
    */
-  waitFor(match: (frame: Record<string, unknown>) => boolean, timeoutMs = 30_000): Promise<number> {
+  waitFor(
+    match: (frame: Record<string, unknown>) => boolean,
+    what = 'a frame',
+    timeoutMs = 30_000,
+  ): Promise<number> {
     return new Promise((resolve, reject) => {
       const watcher = (frame: Record<string, unknown>, at: number) => {
         if (!match(frame)) return;
@@ -113,7 +117,7 @@ export class BenchClient {
       };
       const timer = setTimeout(() => {
         this.watchers.delete(watcher);
-        reject(new Error('no such frame in time'));
+        reject(new Error(`no ${what} within ${timeoutMs} ms`));
       }, timeoutMs);
       this.watchers.add(watcher);
     });
