@@ -110,21 +110,43 @@ async function createTable(
   return described.Table?.LatestStreamArn;
 }
 
-async function createGroupQueue(
+/** A group's FIFO queue and its DLQ, as infra/deploy/template/storage.ts declares them. */
+function createGroupQueue(
   sqs: SQSClient,
   prefix: string,
   group: ConsumerGroupDefinition,
 ): Promise<LocalQueue> {
-  const { queue, dlq } = queueNames(prefix, group.name);
-  const maxReceiveCount = group.maxReceiveCount ?? DEFAULT_RETRY_SCHEDULE.maxReceiveCount;
-  const dlqUrl = await createQueue(sqs, dlq, {
+  return createFifoQueue(sqs, queueNames(prefix, group.name), {
+    visibilityTimeout: group.visibilityTimeout ?? 60,
+    maxReceiveCount: group.maxReceiveCount ?? DEFAULT_RETRY_SCHEDULE.maxReceiveCount,
+    topics: group.topics,
+  });
+}
+
+/** The client frames queue and its DLQ, as infra/deploy/websocket/frames.ts declares them. */
+function createFramesQueue(sqs: SQSClient, prefix: string): Promise<LocalQueue> {
+  return createFifoQueue(sqs, framesQueueNames(prefix), {
+    visibilityTimeout: 6 * DEFAULT_FUNCTION_TIMEOUT,
+    maxReceiveCount: FRAMES_MAX_RECEIVE_COUNT,
+    topics: [],
+  });
+}
+
+/** A FIFO queue whose redrive policy moves a message to its FIFO DLQ, both created. */
+async function createFifoQueue(
+  sqs: SQSClient,
+  names: { queue: string; dlq: string },
+  settings: { visibilityTimeout: number; maxReceiveCount: number; topics: readonly string[] },
+): Promise<LocalQueue> {
+  const { maxReceiveCount } = settings;
+  const dlqUrl = await createQueue(sqs, names.dlq, {
     FifoQueue: 'true',
     MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),
   });
   const dlqArn = await queueArn(sqs, dlqUrl);
-  const url = await createQueue(sqs, queue, {
+  const url = await createQueue(sqs, names.queue, {
     FifoQueue: 'true',
-    VisibilityTimeout: String(group.visibilityTimeout ?? 60),
+    VisibilityTimeout: String(settings.visibilityTimeout),
     RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount }),
   });
   return {
@@ -132,34 +154,8 @@ async function createGroupQueue(
     arn: await queueArn(sqs, url),
     dlqUrl,
     dlqArn,
-    topics: group.topics,
+    topics: settings.topics,
     maxReceiveCount,
-  };
-}
-
-/** The client frames queue and its DLQ, as infra/deploy/websocket/frames.ts declares them. */
-async function createFramesQueue(sqs: SQSClient, prefix: string): Promise<LocalQueue> {
-  const { queue, dlq } = framesQueueNames(prefix);
-  const dlqUrl = await createQueue(sqs, dlq, {
-    FifoQueue: 'true',
-    MessageRetentionPeriod: String(DLQ_RETENTION_SECONDS),
-  });
-  const dlqArn = await queueArn(sqs, dlqUrl);
-  const url = await createQueue(sqs, queue, {
-    FifoQueue: 'true',
-    VisibilityTimeout: String(6 * DEFAULT_FUNCTION_TIMEOUT),
-    RedrivePolicy: JSON.stringify({
-      deadLetterTargetArn: dlqArn,
-      maxReceiveCount: FRAMES_MAX_RECEIVE_COUNT,
-    }),
-  });
-  return {
-    url,
-    arn: await queueArn(sqs, url),
-    dlqUrl,
-    dlqArn,
-    topics: [],
-    maxReceiveCount: FRAMES_MAX_RECEIVE_COUNT,
   };
 }
 

@@ -71,33 +71,15 @@ export function queueResources(
   const Resources: Record<string, Resource> = {};
   const Outputs: Record<string, Json> = {};
   for (const group of groups) {
-    const names = queueNames(prefix, group.name);
     const ids = queueLogicalIds(group.name);
-    Resources[ids.dlq] = {
-      Type: 'AWS::SQS::Queue',
-      Properties: {
-        QueueName: names.dlq,
-        FifoQueue: true,
-        MessageRetentionPeriod: DLQ_RETENTION_SECONDS,
-      },
-    };
-    Resources[ids.queue] = {
-      Type: 'AWS::SQS::Queue',
-      Properties: {
-        QueueName: names.queue,
-        FifoQueue: true,
-        // Dedup is by event id (the relay sets MessageDeduplicationId), per group so
-        // high-throughput FIFO applies.
-        ContentBasedDeduplication: false,
-        DeduplicationScope: 'messageGroup',
-        FifoThroughputLimit: 'perMessageGroupId',
-        VisibilityTimeout: visibilityTimeoutOf(group),
-        RedrivePolicy: {
-          deadLetterTargetArn: { 'Fn::GetAtt': [ids.dlq, 'Arn'] },
-          maxReceiveCount: group.maxReceiveCount ?? DEFAULT_RETRY_SCHEDULE.maxReceiveCount,
-        },
-      },
-    };
+    Object.assign(
+      Resources,
+      fifoQueuePair(queueNames(prefix, group.name), ids, {
+        // Dedup is by event id (the relay sets MessageDeduplicationId).
+        visibilityTimeout: visibilityTimeoutOf(group),
+        maxReceiveCount: group.maxReceiveCount ?? DEFAULT_RETRY_SCHEDULE.maxReceiveCount,
+      }),
+    );
     Outputs[`${ids.queue}Url`] = { Value: { Ref: ids.queue } };
   }
 
@@ -109,4 +91,41 @@ export function queueResources(
     },
   };
   return { Resources, Outputs };
+}
+
+/**
+ * A FIFO queue and the FIFO DLQ its redrive policy moves a message to after
+ * `maxReceiveCount` receives, by logical id. The deduplication id is the sender's, per message
+ * group, so high-throughput FIFO applies.
+ */
+export function fifoQueuePair(
+  names: { queue: string; dlq: string },
+  ids: { queue: string; dlq: string },
+  settings: { visibilityTimeout: number; maxReceiveCount: number },
+): Record<string, Resource> {
+  return {
+    [ids.dlq]: {
+      Type: 'AWS::SQS::Queue',
+      Properties: {
+        QueueName: names.dlq,
+        FifoQueue: true,
+        MessageRetentionPeriod: DLQ_RETENTION_SECONDS,
+      },
+    },
+    [ids.queue]: {
+      Type: 'AWS::SQS::Queue',
+      Properties: {
+        QueueName: names.queue,
+        FifoQueue: true,
+        ContentBasedDeduplication: false,
+        DeduplicationScope: 'messageGroup',
+        FifoThroughputLimit: 'perMessageGroupId',
+        VisibilityTimeout: settings.visibilityTimeout,
+        RedrivePolicy: {
+          deadLetterTargetArn: { 'Fn::GetAtt': [ids.dlq, 'Arn'] },
+          maxReceiveCount: settings.maxReceiveCount,
+        },
+      },
+    },
+  };
 }

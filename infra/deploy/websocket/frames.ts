@@ -6,7 +6,7 @@
  * frames run at the same time.
  */
 
-import { DEFAULT_FUNCTION_TIMEOUT, DLQ_RETENTION_SECONDS } from '../definitions';
+import { DEFAULT_FUNCTION_TIMEOUT } from '../definitions';
 import {
   FRAMES,
   FRAMES_INTEGRATION,
@@ -16,6 +16,7 @@ import {
   queueLogicalIds,
   WEBSOCKET_API,
 } from '../names';
+import { fifoQueuePair } from '../template/storage';
 import type { Json, Resource } from '../template/types';
 import { FRAMES_REQUEST_TEMPLATE } from './frames-template';
 
@@ -42,30 +43,11 @@ export function framesResources(prefix: string): {
   const ids = queueLogicalIds(FRAMES);
   return {
     Resources: {
-      [ids.dlq]: {
-        Type: 'AWS::SQS::Queue',
-        Properties: {
-          QueueName: names.dlq,
-          FifoQueue: true,
-          MessageRetentionPeriod: DLQ_RETENTION_SECONDS,
-        },
-      },
-      [ids.queue]: {
-        Type: 'AWS::SQS::Queue',
-        Properties: {
-          QueueName: names.queue,
-          FifoQueue: true,
-          // The deduplication id is the frame's request id; high-throughput FIFO (per group).
-          ContentBasedDeduplication: false,
-          DeduplicationScope: 'messageGroup',
-          FifoThroughputLimit: 'perMessageGroupId',
-          VisibilityTimeout: 6 * DEFAULT_FUNCTION_TIMEOUT,
-          RedrivePolicy: {
-            deadLetterTargetArn: { 'Fn::GetAtt': [ids.dlq, 'Arn'] },
-            maxReceiveCount: FRAMES_MAX_RECEIVE_COUNT,
-          },
-        },
-      },
+      // The deduplication id is the frame's request id.
+      ...fifoQueuePair(names, ids, {
+        visibilityTimeout: 6 * DEFAULT_FUNCTION_TIMEOUT,
+        maxReceiveCount: FRAMES_MAX_RECEIVE_COUNT,
+      }),
       [FRAMES_SENDER_ROLE]: {
         Type: 'AWS::IAM::Role',
         Properties: {

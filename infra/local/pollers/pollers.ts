@@ -15,7 +15,7 @@ import { FRAMES_BATCH_SIZE } from '../../deploy/websocket/frames';
 import { LOCAL_PREFIX } from '../environment';
 import type { LocalAlarms } from '../local-alarms';
 import { sendToRelayFailures } from '../relay-failures';
-import type { LocalResources } from '../resources';
+import type { LocalQueue, LocalResources } from '../resources';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../services';
 import { type PollerInvocation, SqsPoller } from './sqs';
 import { StreamPoller } from './stream';
@@ -121,9 +121,9 @@ export function startPollers(
   });
   streamPoller.start();
   drain(() => streamPoller.stop());
-  for (const group of groups.filter((g) => g.handler)) {
-    const queue = resources.queues[group.name]!;
-    const functionName = `${LOCAL_PREFIX}-${group.name}`;
+  /** An SQS poller that invokes `key`'s function with batches of `queue`, as its mapping does. */
+  const sqsPoller = (key: string, queue: LocalQueue, batchSize?: number) => {
+    const functionName = `${LOCAL_PREFIX}-${key}`;
     const poller = new SqsPoller({
       sqs: options.pollerCallLog
         ? recordAwsCalls(
@@ -136,35 +136,19 @@ export function startPollers(
       queueUrl: queue.url,
       queueArn: queue.arn,
       functionName,
+      ...(batchSize ? { batchSize } : {}),
       logger,
       ...(options.onInvocation ? { onInvocation: options.onInvocation } : {}),
     });
     poller.start();
     drain(() => poller.stop());
+  };
+  for (const group of groups.filter((g) => g.handler)) {
+    sqsPoller(group.name, resources.queues[group.name]!);
   }
-  if (resources.frames) {
-    const functionName = `${LOCAL_PREFIX}-wsDefault`;
-    for (let i = 0; i < FRAMES_POLLERS; i++) {
-      const poller = new SqsPoller({
-        sqs: options.pollerCallLog
-          ? recordAwsCalls(
-              new SQSClient({ ...clientConfig, endpoint: sqsEndpoint }),
-              options.pollerCallLog,
-              mapping(functionName),
-            )
-          : sqs,
-        lambda,
-        queueUrl: resources.frames.url,
-        queueArn: resources.frames.arn,
-        functionName,
-        batchSize: FRAMES_BATCH_SIZE,
-        logger,
-        ...(options.onInvocation ? { onInvocation: options.onInvocation } : {}),
-      });
-      poller.start();
-      drain(() => poller.stop());
-    }
-  }
+  const { frames } = resources;
+  for (let i = 0; frames && i < FRAMES_POLLERS; i++)
+    sqsPoller('wsDefault', frames, FRAMES_BATCH_SIZE);
   drain(startPingerLoop(lambda, logger));
 }
 
