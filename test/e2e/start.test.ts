@@ -146,8 +146,17 @@ async function keepBusy(run: Run): Promise<void> {
         .catch(() => new Promise((r) => setTimeout(r, 100)));
     }
   };
+  // A broadcast delivered: the relay and the consumer have run their handlers (a CPU profile
+  // of their threads then holds their code, not only the thread's start).
+  const delivered = new Promise((r) =>
+    socket.on('message', (data) => {
+      const frame = JSON.parse(String(data)) as { type?: string; message?: unknown };
+      // A broadcast has no type (a ping has one, and a message too).
+      if (frame.type === undefined && frame.message !== undefined) r(undefined);
+    }),
+  );
   for (let i = 0; i < 3; i++) void post();
-  await new Promise((r) => setTimeout(r, 1_000));
+  await within(delivered, 60_000, 'a broadcast to reach the subscribed socket');
 }
 
 describe('npm start', () => {
