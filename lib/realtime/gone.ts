@@ -43,13 +43,14 @@ export async function disconnectConnection(
   // Before the read: a revocation at or after it applies to what is read (see `restore`).
   const readAt = Date.now();
   const subs = await policy.store.removeConnection(connectionId);
+  // First the session: a client reconnecting at once restores what it held.
+  if (connection?.sid) await closeSession(policy.sessions, connection.sid, subs, readAt);
   // After the connection is gone: a join racing this (its frame is not ordered with
   // `$disconnect`) is either stored by now, and dropped here, or finds the connection gone
   // and takes itself back (presence/commands.ts).
   if (presence) {
     await presence.store.drop(connectionId, (policy.clock ?? systemClock).now(), presence.ttlMs);
   }
-  if (connection?.sid) await closeSession(policy.sessions, connection.sid, subs, readAt);
 }
 
 /**
