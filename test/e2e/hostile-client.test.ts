@@ -150,9 +150,9 @@ describe('a hostile client cannot multiply what it costs', () => {
     const from = c.frames.length;
     const history = { command: 'history', identifier, history: { since: 0 } };
     // A connection's frames run one after another, so the bucket refills (1 a second) while
-    // they do: 4 more than it holds are refused unless they take over 4 s, and fewer than
+    // they do: 8 more than it holds are refused unless they take over 8 s, and fewer than
     // BURST + 1 refusals in a row do not disconnect yet.
-    const requests = BURST + 4;
+    const requests = BURST + 8;
     for (let i = 0; i < requests; i++) c.send(history);
     const answers = await until(
       () => {
