@@ -158,19 +158,27 @@ describe('Gateway: presence (join, leave, presence)', () => {
     expect(counts).toEqual([100, 200, 250, 250]);
   });
 
-  it("leaves no session of a join whose connection's $disconnect overtook it (the frames queue and $disconnect are not ordered)", async () => {
+  /** a and b subscribed to room; a joins as alice while its `$disconnect` runs at `when`. */
+  async function joinRacingDisconnect(when: 'before the join writes' | 'after the join writes') {
     const t = setup();
     await t.open('a');
     await t.open('b');
     await t.send('a', { command: 'subscribe', identifier: room });
     await t.send('b', { command: 'subscribe', identifier: room });
-    // The join's frame read the connection; then `$disconnect` ran whole before the join wrote.
     const join = t.presenceStore.join.bind(t.presenceStore);
     t.presenceStore.join = async (...args) => {
-      await t.gateway.disconnect('a');
-      return join(...args);
+      if (when === 'before the join writes') await t.gateway.disconnect('a');
+      const joined = await join(...args);
+      if (when === 'after the join writes') await t.gateway.disconnect('a');
+      return joined;
     };
     await t.send('a', { command: 'join', identifier: room, presence: { id: 'alice' } });
+    return t;
+  }
+
+  it("leaves no session of a join whose connection's $disconnect overtook it (the frames queue and $disconnect are not ordered)", async () => {
+    // The join's frame read the connection; then `$disconnect` ran whole before the join wrote.
+    const t = await joinRacingDisconnect('before the join writes');
     await Promise.all(t.delivered.splice(0));
     expect((await presenceOf(t.presenceStore, 'room', { nowMs: t.clock.now() })).total).toBe(0);
     // Its subscribers saw it come and go; the sender was told nothing (it is gone).
@@ -182,19 +190,8 @@ describe('Gateway: presence (join, leave, presence)', () => {
   });
 
   it("drops the session of a join stored just before its connection's $disconnect, with a leave after the TTL", async () => {
-    const t = setup();
-    await t.open('a');
-    await t.open('b');
-    await t.send('a', { command: 'subscribe', identifier: room });
-    await t.send('b', { command: 'subscribe', identifier: room });
     // The join wrote; then `$disconnect` ran whole before the join read the connection again.
-    const join = t.presenceStore.join.bind(t.presenceStore);
-    t.presenceStore.join = async (...args) => {
-      const joined = await join(...args);
-      await t.gateway.disconnect('a');
-      return joined;
-    };
-    await t.send('a', { command: 'join', identifier: room, presence: { id: 'alice' } });
+    const t = await joinRacingDisconnect('after the join writes');
     const pinger = t.realtime.pinger({ defaultInterval: 3 });
     t.clock.advance(TTL_MS);
     await pinger.tick();
