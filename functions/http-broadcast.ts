@@ -13,9 +13,15 @@ import {
   parseBroadcastRequest,
   parseIdempotencyKey,
   RemoteCommandEvent,
+  withOrderedDisconnects,
 } from '../lib/core';
 import { idempotency } from './idempotency';
-import { runtime, codec as runtimeCodec, producer as runtimeProducer } from './runtime';
+import {
+  connectionReader,
+  runtime,
+  codec as runtimeCodec,
+  producer as runtimeProducer,
+} from './runtime';
 import { withSecrets } from './secrets';
 
 type Items = ReturnType<typeof parseBroadcastRequest>;
@@ -31,7 +37,8 @@ interface IdempotentRequest {
 /**
  * AnyCable's HTTP broadcast API, `POST /_broadcast` with `Authorization: Bearer <key>`.
  * Broadcasts are written to the outbox, so they take the path of every other event and
- * get offsets from the same sequence. A request's items are written all or none where
+ * get offsets from the same sequence. A remote `disconnect` is written after a targeted
+ * `unsubscribe` of each stream its target holds (`withOrderedDisconnects`). A request's items are written all or none where
  * DynamoDB allows it (`OutboxProducer.publishAll`). With an `Idempotency-Key` header, a
  * repeat within `LAMBDACABLE_IDEMPOTENCY_TTL` gets the first answer and writes nothing
  * (Powertools Idempotency): 422 if its body differs, 409 while the first is in progress.
@@ -65,9 +72,17 @@ export const handler = async (
     logger.warn('broadcast refused: malformed body', { reason: error.message });
     return { statusCode: 422, body: error.message };
   }
+  // A remote `disconnect` is committed after a targeted `unsubscribe` of each stream its
+  // target holds, so that no broadcast committed after it reaches the target.
+  const ordered = await withOrderedDisconnects(connectionReader(), items);
+  if (ordered.unordered > 0) {
+    logger.warn('remote disconnect: streams past the limit are not put in order', {
+      unordered: ordered.unordered,
+    });
+  }
   let messages: Messages;
   try {
-    messages = await encodeAll(items, runtimeCodec());
+    messages = await encodeAll(ordered.items, runtimeCodec());
   } catch (error) {
     // A value the schema or the item size refuses is the client's, never a 500.
     if (!(error instanceof EncodeError)) throw error;

@@ -13,4 +13,4 @@ export { type Env, readSettings, type Settings } from './runtime/env';
 export { buildRuntime, type Runtime, runtime, useSecrets } from './runtime/instance';
 export { codec, consumer, deadLetterOf, producer, relay } from './runtime/messaging';
 export { addFrameLimitMetrics, addFrameMetrics, metrics } from './runtime/metrics';
-export { delivery, gateway, pingerRuns, realtime } from './runtime/realtime';
+export { connectionReader, delivery, gateway, pingerRuns, realtime } from './runtime/realtime';

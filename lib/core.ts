@@ -121,7 +121,11 @@ export {
 } from './messaging/types.js';
 export type { OutboxRecord, TxOutbox } from './outbox/types.js';
 export type { RevocationStore, RevocationTarget, RevocationTimes } from './realtime/auth/ports.js';
-export { identityStreamTarget, revocationKey } from './realtime/auth/revocations.js';
+export {
+  identityStreamTarget,
+  revocationKey,
+  sessionStreamTarget,
+} from './realtime/auth/revocations.js';
 export {
   resolveSecrets,
   type SecretReference,
@@ -150,6 +154,13 @@ export {
   parseBroadcastRequest,
   parseIdempotencyKey,
 } from './realtime/broadcasts/http-request.js';
+export {
+  type DisconnectReader,
+  MAX_ORDERED_STREAMS,
+  type OrderedDisconnect,
+  orderedDisconnect,
+  withOrderedDisconnects,
+} from './realtime/broadcasts/ordered-disconnect.js';
 export {
   type ComposeRealtimeOptions,
   composeRealtime,

@@ -93,6 +93,18 @@ function adapters(): WebSocketAdapters {
   });
 }
 
+/**
+ * The connections table, read only: `httpBroadcast` reads what a remote `disconnect`'s target
+ * holds, to commit it in order with broadcasts (`withOrderedDisconnects`).
+ */
+export function connectionReader(): DynamoConnectionStore {
+  return part(
+    'connectionReader',
+    ({ dynamodb, tables }) =>
+      new DynamoConnectionStore({ client: dynamodb, tableName: tables.connections }),
+  );
+}
+
 /** The Lambda client (`LAMBDACABLE_LAMBDA_ENDPOINT` points it at serverless-offline locally). */
 function lambda(): LambdaClient {
   return part('lambda', ({ record, settings }) => lambdaClient(record, settings.endpoints.lambda));

@@ -209,6 +209,39 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       expect(await t.restored(next2)).toEqual([room]);
     });
 
+    it("does not restore a connection's subscription to a stream unsubscribed for that connection alone", async () => {
+      const t = await setup();
+      const who = uniqueId('user');
+      const room = uniqueId('stream');
+      const kept = uniqueId('stream');
+      const [c1, c2] = [uniqueId('conn'), uniqueId('conn')];
+      await t.connect(c1, {}, who);
+      await t.subscribe(c1, room);
+      await t.subscribe(c1, kept);
+      await t.connect(c2, {}, who);
+      await t.subscribe(c2, room);
+      const [held] = (await t.store.subscriptionsOf(c1)).filter((s) => s.stream === room);
+      await t.broker.handleCommand({
+        command: 'unsubscribe',
+        payload: { stream: room, connectionId: c1 },
+      });
+      expect(await t.restored(c1)).toEqual([kept]);
+      expect(await t.restored(c2)).toEqual([room]);
+      // A `$disconnect` that read c1's subscriptions before the removal stores them all: only
+      // the revocation (for c1's session and this stream) keeps the restore from them.
+      await t.store.addSubscription(held!);
+      await t.gateway.disconnect(c1);
+      await t.gateway.disconnect(c2);
+      expect((await t.stored(t.sids[0]!))?.subscriptions.map((s) => s.stream).sort()).toEqual(
+        [room, kept].sort(),
+      );
+      const [next1, next2] = [uniqueId('conn'), uniqueId('conn')];
+      await t.connect(next1, { sid: t.sids[0]! }, who);
+      await t.connect(next2, { sid: t.sids[1]! }, who);
+      expect(await t.restored(next1)).toEqual([kept]);
+      expect(await t.restored(next2)).toEqual([room]);
+    });
+
     it('ends the stored sessions of an identity disconnected remotely', async () => {
       const t = await setup();
       const who = uniqueId('user');

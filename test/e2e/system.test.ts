@@ -224,23 +224,38 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     expect(got.messages).toEqual([{ via: 'http' }]);
   });
 
-  it('disconnects every connection of an identity on a remote command sent through the broadcast API', async () => {
-    const frames = framesFor(`${stack.wsUrl}?jid=${await token('gina')}`, 6_000);
-    await new Promise((r) => setTimeout(r, 1_500));
+  it('disconnects every connection of an identity on a remote command sent through the broadcast API, and no broadcast committed after it reaches them', async () => {
+    const frames = framesFor(`${stack.wsUrl}?jid=${await token('gina')}`, 12_000);
+    const c = cable(await token('gina'));
+    // A `disconnect` with `reconnect: false` closes the stock client (its `close` event).
+    const disconnects: unknown[] = [];
+    c.on('close', (event: unknown) => {
+      disconnects.push(event);
+    });
+    await c.connect();
+    const channel = c.streamFromSigned(signed('kick/1'));
+    const got = collect(channel);
+    await channel.ensureSubscribed();
+    await publish('kick/1', JSON.stringify({ n: 'before' }));
+    await until(() => got.messages.length >= 1, 20_000, 'the broadcast before the kick');
+    // The kick and a broadcast in one request: the broadcast is committed after the kick.
     const response = await fetch(`${stack.httpUrl}/_broadcast`, {
       method: 'POST',
       headers: { authorization: `Bearer ${secrets.LAMBDACABLE_BROADCAST_KEY}` },
-      body: JSON.stringify({
-        command: 'disconnect',
-        payload: { identity: 'gina', reconnect: false },
-      }),
+      body: JSON.stringify([
+        { command: 'disconnect', payload: { identity: 'gina', reconnect: false } },
+        { stream: 'kick/1', data: JSON.stringify({ n: 'after' }) },
+      ]),
     });
     expect(response.status).toBe(201);
-    const got = (await frames).filter((f) => (f as { type?: string }).type !== 'ping');
-    expect(got).toEqual([
+    await until(() => disconnects.length >= 1, 20_000, 'the remote disconnect');
+    const got2 = (await frames).filter((f) => (f as { type?: string }).type !== 'ping');
+    expect(got2).toEqual([
       { type: 'welcome', sid: expect.any(String) },
       { type: 'disconnect', reason: 'remote', reconnect: false },
     ]);
+    expect(got.messages).toEqual([{ n: 'before' }]);
+    expect(disconnects).toEqual([expect.objectContaining({ reason: 'remote' })]);
   });
 
   it('answers bad frames with a rejection and keeps the connection working', async () => {

@@ -21,7 +21,9 @@ import {
   type EventType,
   type Fanout,
   type OutgoingMessage,
+  type RemoteCommand,
   RemoteCommandEvent,
+  withOrderedDisconnects,
 } from '../../lib/core';
 import { COMMANDS_KEY } from '../../lib/realtime/broadcasts/events';
 import { InProcessTaskRunner, MemoryConnectionApi, MemorySessionCache } from '../../lib/testing';
@@ -190,11 +192,43 @@ function deliveryPath() {
       value: await codec.encode(RemoteCommandEvent, value),
     };
   };
+  /**
+   * What `POST /_broadcast` commits for `commands`: each `disconnect` put in order first
+   * (`inOrder` false: the commands as they are, a bare `RemoteCommandEvent` commit).
+   */
+  const ordered = async (commands: RemoteCommand[], inOrder = true): Promise<OutgoingMessage[]> => {
+    const given = commands.map((command) => ({ kind: 'command' as const, command }));
+    const { items } = inOrder ? await withOrderedDisconnects(store, given) : { items: given };
+    return Promise.all(
+      items.map(async (item) => {
+        if (item.kind !== 'command') throw new Error('only commands here');
+        return {
+          key: RemoteCommandEvent.keyOf(item.command)!,
+          type: RemoteCommandEvent.name,
+          value: await codec.encode(RemoteCommandEvent, item.command),
+        };
+      }),
+    );
+  };
   /** The broadcast data each connection got. */
   const got = (connectionId: string) =>
-    api.framesOf(connectionId).map((f) => (f as { message: unknown }).message);
+    api
+      .framesOf(connectionId)
+      .filter((f) => (f as { type?: string }).type === undefined)
+      .map((f) => (f as { message: unknown }).message);
 
-  return { producer, drain, consumeCommandsLast, subscriber, broadcast, command, got, store };
+  return {
+    producer,
+    drain,
+    consumeCommandsLast,
+    subscriber,
+    broadcast,
+    command,
+    ordered,
+    got,
+    store,
+    api,
+  };
 }
 
 let unique = 0;
@@ -259,5 +293,64 @@ describe("a remote unsubscribe in commit order with its stream's broadcasts (out
     // The removed subscriber got the broadcast committed after its removal.
     expect(t.got(`${alice}-c`)).toEqual(['before', 'after']);
     expect(await t.store.subscriptionOf(`${alice}-c`, stream)).toBeUndefined();
+  });
+});
+
+describe('a remote disconnect in commit order with broadcasts (committed as POST /_broadcast does)', () => {
+  /** Alice on two connections (room; other), Bob on one (room): then the kick, then broadcasts. */
+  async function kickThenBroadcast(target: 'identity' | 'connectionId', ordered: boolean) {
+    const t = deliveryPath();
+    const [room, other] = [fresh('room'), fresh('other')];
+    const [alice, bob] = [fresh('alice'), fresh('bob')];
+    const [a1, a2, b1] = [`${alice}-1`, `${alice}-2`, `${bob}-1`];
+    await t.subscriber(a1, alice, room);
+    await t.subscriber(a2, alice, other);
+    await t.subscriber(b1, bob, room);
+    await t.producer.publish(await t.broadcast(room, '"before"'));
+    await t.producer.publish(await t.broadcast(other, '"before"'));
+    const kick: RemoteCommand = {
+      command: 'disconnect',
+      payload: JSON.stringify(target === 'identity' ? { identity: alice } : { connectionId: a1 }),
+    };
+    const messages = await t.ordered([kick], ordered);
+    await t.producer.publishAll(messages);
+    await t.producer.publish(await t.broadcast(room, '"after"'));
+    await t.producer.publish(await t.broadcast(other, '"after"'));
+    await t.drain();
+    await t.consumeCommandsLast();
+    return { t, a1, a2, b1, messages };
+  }
+
+  it("of an identity: no broadcast committed after it reaches any of the identity's connections, one committed before it does", async () => {
+    const { t, a1, a2, b1, messages } = await kickThenBroadcast('identity', true);
+    expect(messages.map((m) => m.type)).toEqual([
+      RemoteCommandEvent.name,
+      RemoteCommandEvent.name,
+      RemoteCommandEvent.name,
+    ]);
+    expect(t.got(a1)).toEqual(['before']);
+    expect(t.got(a2)).toEqual(['before']);
+    expect(t.got(b1)).toEqual(['before', 'after']);
+    // And the disconnect itself ran: each of alice's connections got its frame and was closed.
+    for (const c of [a1, a2]) {
+      expect(t.api.framesOf(c).at(-1)).toEqual({
+        type: 'disconnect',
+        reason: 'remote',
+        reconnect: true,
+      });
+    }
+  });
+
+  it("of one connection: no later broadcast reaches it; the identity's other connection keeps getting its own", async () => {
+    const { t, a1, a2, b1 } = await kickThenBroadcast('connectionId', true);
+    expect(t.got(a1)).toEqual(['before']);
+    expect(t.got(a2)).toEqual(['before', 'after']);
+    expect(t.got(b1)).toEqual(['before', 'after']);
+  });
+
+  it('is what the ordering buys: a bare disconnect, handled last, lets the later broadcasts through', async () => {
+    const { t, a1, a2 } = await kickThenBroadcast('identity', false);
+    expect(t.got(a1)).toEqual(['before', 'after']);
+    expect(t.got(a2)).toEqual(['before', 'after']);
   });
 });

@@ -186,9 +186,12 @@ export const functionPermissions: Readonly<Record<string, readonly Permission[]>
   // reads, never writes, the schema registry (the deploy registers the broadcast schemas:
   // infra/deploy/schemas.ts). An Idempotency-Key's record: created, completed, or deleted
   // when the write failed (Powertools Idempotency), read back when its create finds one.
+  // A remote `disconnect` reads what its target holds, never writes it: the identity's
+  // connections (a Query of IDENTITY_INDEX) and each connection's subscriptions (a Query).
   httpBroadcast: [
     { secrets: ['LAMBDACABLE_BROADCAST_KEY', 'LAMBDACABLE_BROADCAST_KEY_PREVIOUS'] },
     { table: 'outbox', actions: [PUT] },
+    { table: 'connections', actions: [QUERY], queries: [IDENTITY_INDEX] },
     { table: 'schemas', actions: [GET] },
     { table: 'idempotency', actions: [GET, PUT, UPDATE, DELETE] },
   ],

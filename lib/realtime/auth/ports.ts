@@ -1,10 +1,11 @@
 /**
- * What a revocation names: a stream, an identity, one session (by sid), or one identity's
- * subscriptions to one stream (`identity-stream`, named by {@link identityStreamTarget}'s
- * encoding of the pair).
+ * What a revocation names: a stream, an identity, one session (by sid), one identity's
+ * subscriptions to one stream (`identity-stream`, named by `identityStreamTarget`'s encoding
+ * of the pair), or one session's subscription to one stream (`session-stream`, named by
+ * `sessionStreamTarget`'s).
  */
 export interface RevocationTarget {
-  readonly kind: 'stream' | 'identity' | 'session' | 'identity-stream';
+  readonly kind: 'stream' | 'identity' | 'session' | 'identity-stream' | 'session-stream';
   readonly name: string;
 }
 

@@ -20,3 +20,11 @@ export function revocationKey(target: RevocationTarget): string {
 export function identityStreamTarget(identity: string, stream: string): RevocationTarget {
   return { kind: 'identity-stream', name: JSON.stringify([identity, stream]) };
 }
+
+/**
+ * The target of one session's subscription to one stream (a remote `unsubscribe` of one
+ * connection): its name is the JSON array `[sid, stream]`.
+ */
+export function sessionStreamTarget(sid: string, stream: string): RevocationTarget {
+  return { kind: 'session-stream', name: JSON.stringify([sid, stream]) };
+}

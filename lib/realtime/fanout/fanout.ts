@@ -8,15 +8,22 @@ import type { RevocationStore } from '../auth/ports.js';
 import { disconnectGone, type GonePolicy } from '../gone.js';
 import type { ConnectionApi, ConnectionStore, Subscription } from '../ports.js';
 import { broadcastFrame } from '../protocol.js';
-import type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
 import type { FanoutOptions } from './options.js';
-import type { FanoutTask, FanoutTaskReport } from './ports.js';
-import { type RemoteCommandDeps, removeSubscribers, runRemoteCommand } from './remote.js';
+import type {
+  DeliveryCounts,
+  DeliveryReport,
+  FanoutTask,
+  FanoutTaskReport,
+  RemoteCommandDeps,
+  StreamDelivery,
+} from './ports.js';
+import { runRemoteCommand } from './remote.js';
 import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './settings.js';
 import { FanoutTree } from './tree.js';
+import { removeSubscribers } from './unsubscribe.js';
 
-export type { DeliveryCounts, DeliveryReport, StreamDelivery } from './delivery-report.js';
 export type { FanoutOptions } from './options.js';
+export type { DeliveryCounts, DeliveryReport, StreamDelivery } from './ports.js';
 
 /** A post to make: one frame to one connection. */
 interface Post {

@@ -1,5 +1,9 @@
 import type { StreamMessage } from '../../broker/types.js';
-import type { Subscription } from '../ports.js';
+import type { Clock } from '../../kernel/clock.js';
+import type { Logger } from '../../kernel/logger.js';
+import type { RevocationStore } from '../auth/ports.js';
+import type { ConnectionApi, ConnectionStore, Subscription } from '../ports.js';
+import type { PresenceStore } from '../presence/ports.js';
 
 /**
  * One fan-out task: a message to one part of its stream's audience, what one invocation of
@@ -46,4 +50,78 @@ export interface FanoutTaskReport {
 export interface FanoutTaskRunner {
   /** Runs the task and resolves to its report; rejects when the invocation failed. */
   run(task: FanoutTask): Promise<FanoutTaskReport>;
+}
+
+/** What a fan-out did. */
+export interface DeliveryReport {
+  /** Frames delivered. */
+  sent: number;
+  /** Connections that answered 410 (disconnected unless just connected: {@link disconnectGone}). */
+  gone: string[];
+  /**
+   * Posts given up on: not throttled (not retried), or throttled again on every later pass.
+   * `retried` counts the later passes made for it.
+   */
+  failed: { connectionId: string; error: unknown; retried: number }[];
+  /** Posts made again on a later pass, after a first one failed (throttled, say). */
+  retried: number;
+}
+
+/** Frames counted since the last {@link Fanout.takeCounts}: what a handler turns into metrics. */
+export interface DeliveryCounts {
+  /** Frames delivered. */
+  delivered: number;
+  /** Frames given up on after every later pass failed: each one is also logged. */
+  undelivered: number;
+  /** Posts made again on a later pass. */
+  retried: number;
+  /** Frames of a redelivered message (see `StreamMessage.meta.redelivered`): possible duplicates. */
+  redelivered: number;
+  /** Connections found gone (410). */
+  gone: number;
+}
+
+/** Delivers frames to the subscribers of a stream: what the gateway needs of the fan-out (whispers). */
+export interface StreamDelivery {
+  /**
+   * Posts `render(subscription)` to every subscriber of `stream` but those of `except`
+   * (a connection id); `render` returning `undefined` skips a subscriber. With `retry`
+   * false, a throttled post is not tried again in a later pass (a whisper is not worth the
+   * wait).
+   */
+  deliver(
+    stream: string,
+    render: (sub: Subscription) => string | undefined,
+    except?: string,
+    options?: { readonly retry?: boolean },
+  ): Promise<DeliveryReport>;
+}
+
+/** What the remote commands need of the fan-out. */
+export interface RemoteCommandDeps {
+  readonly store: ConnectionStore;
+  readonly api: ConnectionApi;
+  readonly logger: Logger;
+  /** Where revocations are recorded, so that a stored session cannot undo them. */
+  readonly revocations: RevocationStore;
+  /**
+   * Removes every subscription to a stream in fan-out tasks, each of bounded work, and
+   * resolves to how many it removed; absent, the command removes them itself.
+   */
+  readonly removeAudience?: (stream: string) => Promise<number>;
+  /** Presence of the subscriptions a remote `unsubscribe` removes. @default none */
+  readonly presence?: Pick<PresenceStore, 'leave'>;
+  /** Posts in flight at once. */
+  readonly concurrency: number;
+  /** Subscribers read per page. */
+  readonly pageSize: number;
+  /** Times the wait for the stream index ({@link awaitIndex}). */
+  readonly clock: Clock;
+  /** Pauses between reads of the stream index (a virtual one in tests). */
+  sleep(ms: number): Promise<void>;
+  /** Posts one frame, recording the outcome in `report` (a 410 disconnects the connection). */
+  postOne(
+    post: { connectionId: string; frame: string; endpoint: string | undefined },
+    report: DeliveryReport,
+  ): Promise<'sent' | 'gone' | 'failed' | 'throttled'>;
 }

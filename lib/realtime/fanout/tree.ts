@@ -2,8 +2,7 @@ import type { StreamMessage } from '../../broker/types.js';
 import { ConfigError, errorMessage, LambdacableError } from '../../kernel/errors.js';
 import { type Logger, noopLogger } from '../../kernel/logger.js';
 import type { ConnectionStore, SliceRead, Subscription } from '../ports.js';
-import type { DeliveryReport } from './delivery-report.js';
-import type { FanoutTask, FanoutTaskReport, FanoutTaskRunner } from './ports.js';
+import type { DeliveryReport, FanoutTask, FanoutTaskReport, FanoutTaskRunner } from './ports.js';
 import {
   childPrefixes,
   chunk,

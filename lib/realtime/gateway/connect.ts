@@ -4,7 +4,7 @@ import { fingerprint, MAX_SID_BYTES, utf8Bytes } from '../../kernel/limits.js';
 import type { Logger } from '../../kernel/logger.js';
 import { type IdentityConfig, identify } from '../auth/identity.js';
 import type { RevocationStore, RevocationTarget } from '../auth/ports.js';
-import { identityStreamTarget, revocationKey } from '../auth/revocations.js';
+import { identityStreamTarget, revocationKey, sessionStreamTarget } from '../auth/revocations.js';
 import { resolveStream, type StreamsConfig } from '../auth/streams.js';
 import type { GatewayConfig } from '../config.js';
 import { disconnectConnection, type PresenceDropper, type SessionFinisher } from '../gone.js';
@@ -191,11 +191,13 @@ async function restore(
   const streams = names.map((name) => ({ kind: 'stream', name }) as const);
   // An anonymous connection has no identity a targeted unsubscribe could name.
   const own = identity ? names.map((name) => identityStreamTarget(identity, name)) : [];
+  const its = names.map((name) => sessionStreamTarget(previous, name));
   const revoked = await deps.revocations.revokedAt([
     session,
     ...(identity ? [person] : []),
     ...streams,
     ...own,
+    ...its,
   ]);
   const oldStart = old.startedAt ?? 0;
   const ended = [session, person].some((t) => (revoked.get(revocationKey(t)) ?? -1) >= oldStart);
@@ -203,13 +205,14 @@ async function restore(
     deps.logger.info('session not restored', { connectionId, reason: 'disconnected remotely' });
     return undefined;
   }
-  // Revoked when unsubscribed remotely since it was subscribed, stream-wide or for this
-  // identity (a session of an earlier version has no time per subscription: since the
+  // Revoked when unsubscribed remotely since it was subscribed, stream-wide, for this
+  // identity or for this session (a session of an earlier version has no time per subscription: since the
   // session stored it).
   const at = (t: RevocationTarget) => revoked.get(revocationKey(t)) ?? -1;
   const kept = authorized.filter((s) => {
     const since = s.subscribedAt ?? old.writtenAt ?? 0;
     if (at({ kind: 'stream', name: s.stream }) >= since) return false;
+    if (at(sessionStreamTarget(previous, s.stream)) >= since) return false;
     return !identity || at(identityStreamTarget(identity, s.stream)) < since;
   });
   refused += authorized.length - kept.length;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Fanout } from '../../../../lib/core';
-import { INDEX_POLL_MAX_MS, INDEX_WAIT_MS } from '../../../../lib/realtime/fanout/remote';
+import { INDEX_POLL_MAX_MS, INDEX_WAIT_MS } from '../../../../lib/realtime/fanout/unsubscribe';
 import { InProcessTaskRunner } from '../../../../lib/testing';
 import { FakeClock } from '../../../helpers/clock';
 import { gatewayHarness, pubsub } from '../../../helpers/gateway';

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { presenceOf, type Subscription } from '../../../../lib/core';
+import {
+  presenceOf,
+  revocationKey,
+  type Subscription,
+  sessionStreamTarget,
+} from '../../../../lib/core';
 import { MemoryConnectionStore } from '../../../../lib/testing';
 import { gatewayHarness, pubsub } from '../../../helpers/gateway';
 
@@ -110,7 +115,9 @@ describe('remote unsubscribe of one identity from a stream ({ stream, identity }
 
   it.each([
     ['`identifier` (a channel identifier in this protocol)', { identifier: 'alice' }],
-    ['`connectionId`', { connectionId: 'a1' }],
+    ['both `identity` and `connectionId`', { identity: 'alice', connectionId: 'a1' }],
+    ['an empty `connectionId`', { connectionId: '' }],
+    ['a `connectionId` that is not a string', { connectionId: 7 }],
     ['`identity` and `identifier`', { identity: 'alice', identifier: 'alice' }],
     ['an empty `identity` (anonymous connections have none)', { identity: '' }],
     ['an `identity` that is not a string', { identity: 7 }],
@@ -121,5 +128,62 @@ describe('remote unsubscribe of one identity from a stream ({ stream, identity }
     expect(t.logger.warnings().some((w) => w.startsWith('remote unsubscribe refused'))).toBe(true);
     const revoked = await t.revocations.revokedAt([{ kind: 'stream', name: 'room' }]);
     expect(revoked.size).toBe(0);
+  });
+});
+
+describe('remote unsubscribe of one connection from a stream ({ stream, connectionId })', () => {
+  it("removes that connection's subscription to the stream, and no other", async () => {
+    const t = await setup();
+    t.changes.splice(0);
+    await t.unsubscribe({ stream: 'room', connectionId: 'a1' });
+    expect(await t.streamsOf('a1')).toEqual(['other']);
+    expect(await t.streamsOf('a2')).toEqual(['room']);
+    expect(await t.streamsOf('b1')).toEqual(['room']);
+    await t.publish('room', 'after');
+    expect(t.messagesOf('a1')).toEqual([]);
+    expect(t.messagesOf('a2')).toEqual(['after']);
+    // Alice is still present on her other connection: no leave.
+    expect(t.changes).toEqual([]);
+    expect(t.logger.entries.find((e) => e.message === 'remote unsubscribe')?.fields).toEqual({
+      stream: 'room',
+      connectionId: 'a1',
+      subscriptions: 1,
+      indexChecks: 1,
+    });
+  });
+
+  it("revokes the stream for that connection's session only", async () => {
+    const t = await setup();
+    const sid = (await t.store.getConnection('a1'))!.sid!;
+    const other = (await t.store.getConnection('a2'))!.sid!;
+    await t.unsubscribe({ stream: 'room', connectionId: 'a1' });
+    const targets = [
+      sessionStreamTarget(sid, 'room'),
+      sessionStreamTarget(sid, 'other'),
+      sessionStreamTarget(other, 'room'),
+      { kind: 'stream', name: 'room' } as const,
+    ];
+    const revoked = await t.revocations.revokedAt(targets);
+    expect([...revoked.keys()]).toEqual([revocationKey(targets[0]!)]);
+  });
+
+  it('leaves presence when it removes the last session of an id', async () => {
+    const t = await setup();
+    t.changes.splice(0);
+    await t.unsubscribe({ stream: 'room', connectionId: 'b1' });
+    expect(t.changes.map((c) => `${c.type} ${c.id}`)).toEqual(['leave bob']);
+  });
+
+  it('removes and revokes nothing for a connection that is not stored, or holds no such stream', async () => {
+    const t = await setup();
+    await t.unsubscribe({ stream: 'room', connectionId: 'nobody' });
+    await t.unsubscribe({ stream: 'other', connectionId: 'b1' });
+    for (const c of ['a1', 'a2', 'b1']) expect(await t.streamsOf(c)).toContain('room');
+    const revoked = await t.revocations.revokedAt([
+      sessionStreamTarget((await t.store.getConnection('b1'))!.sid!, 'other'),
+    ]);
+    // The stored connection's session is revoked for the stream all the same (a subscribe
+    // racing the command could have stored it); the unknown connection has no session.
+    expect(revoked.size).toBe(1);
   });
 });
