@@ -256,6 +256,16 @@ describe('lambdacable end to end (serverless-offline, DynamoDB Local, fauxqs, @a
     ]);
     expect(got.messages).toEqual([{ n: 'before' }]);
     expect(disconnects).toEqual([expect.objectContaining({ reason: 'remote' })]);
+    // The order comes from the request's write: a targeted unsubscribe of gina's stream,
+    // keyed by it, committed before the kick (the local consumer is quick enough that the
+    // frames above would look the same without it).
+    const unsubscribed = output
+      .split('\n')
+      .filter((l) => l.includes('"message":"remote unsubscribe"') && l.includes('"gina"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(unsubscribed).toEqual([
+      expect.objectContaining({ stream: 'kick/1', identity: 'gina', subscriptions: 1 }),
+    ]);
   });
 
   it('answers bad frames with a rejection and keeps the connection working', async () => {
