@@ -184,42 +184,43 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       expect(await t.restored(next)).toEqual([stream]);
     });
 
-    it("does not restore an identity's subscription to a stream unsubscribed for that identity alone", async () => {
-      const t = await setup();
-      const who = uniqueId('user');
-      const other = uniqueId('user');
+    /** c1 of `first` on `room` and `kept`, c2 of `second` on `room`: their sessions are sids 0 and 1. */
+    async function twoOnRoom(t: Awaited<ReturnType<typeof setup>>, first: string, second: string) {
       const room = uniqueId('stream');
       const kept = uniqueId('stream');
       const [c1, c2] = [uniqueId('conn'), uniqueId('conn')];
-      await t.connect(c1, {}, who);
+      await t.connect(c1, {}, first);
       await t.subscribe(c1, room);
       await t.subscribe(c1, kept);
-      await t.connect(c2, {}, other);
+      await t.connect(c2, {}, second);
       await t.subscribe(c2, room);
+      /** What new connections restoring c1's and c2's sessions hold. */
+      const restoreBoth = async () => {
+        const [next1, next2] = [uniqueId('conn'), uniqueId('conn')];
+        await t.connect(next1, { sid: t.sids[0]! }, first);
+        await t.connect(next2, { sid: t.sids[1]! }, second);
+        return [await t.restored(next1), await t.restored(next2)];
+      };
+      return { room, kept, c1, c2, restoreBoth };
+    }
+
+    it("does not restore an identity's subscription to a stream unsubscribed for that identity alone", async () => {
+      const t = await setup();
+      const who = uniqueId('user');
+      const { room, kept, c1, c2, restoreBoth } = await twoOnRoom(t, who, uniqueId('user'));
       await t.gateway.disconnect(c1);
       await t.gateway.disconnect(c2);
       await t.broker.handleCommand({
         command: 'unsubscribe',
         payload: { stream: room, identity: who },
       });
-      const [next1, next2] = [uniqueId('conn'), uniqueId('conn')];
-      await t.connect(next1, { sid: t.sids[0]! }, who);
-      await t.connect(next2, { sid: t.sids[1]! }, other);
-      expect(await t.restored(next1)).toEqual([kept]);
-      expect(await t.restored(next2)).toEqual([room]);
+      expect(await restoreBoth()).toEqual([[kept], [room]]);
     });
 
     it("does not restore a connection's subscription to a stream unsubscribed for that connection alone", async () => {
       const t = await setup();
       const who = uniqueId('user');
-      const room = uniqueId('stream');
-      const kept = uniqueId('stream');
-      const [c1, c2] = [uniqueId('conn'), uniqueId('conn')];
-      await t.connect(c1, {}, who);
-      await t.subscribe(c1, room);
-      await t.subscribe(c1, kept);
-      await t.connect(c2, {}, who);
-      await t.subscribe(c2, room);
+      const { room, kept, c1, c2, restoreBoth } = await twoOnRoom(t, who, who);
       const [held] = (await t.store.subscriptionsOf(c1)).filter((s) => s.stream === room);
       await t.broker.handleCommand({
         command: 'unsubscribe',
@@ -235,11 +236,7 @@ export function gatewaySessionContract(name: string, factory: SessionStoresFacto
       expect((await t.stored(t.sids[0]!))?.subscriptions.map((s) => s.stream).sort()).toEqual(
         [room, kept].sort(),
       );
-      const [next1, next2] = [uniqueId('conn'), uniqueId('conn')];
-      await t.connect(next1, { sid: t.sids[0]! }, who);
-      await t.connect(next2, { sid: t.sids[1]! }, who);
-      expect(await t.restored(next1)).toEqual([kept]);
-      expect(await t.restored(next2)).toEqual([room]);
+      expect(await restoreBoth()).toEqual([[kept], [room]]);
     });
 
     it('ends the stored sessions of an identity disconnected remotely', async () => {

@@ -32,14 +32,8 @@ export const COMMANDS_KEY = '$commands';
  * target: by its hash when it is too long for a key.
  */
 export function remoteCommandKey(command: RemoteCommand): string {
-  let payload: unknown;
-  try {
-    payload = JSON.parse(command.payload);
-  } catch {
-    return COMMANDS_KEY;
-  }
-  if (typeof payload !== 'object' || payload === null) return COMMANDS_KEY;
-  const p = payload as Record<string, unknown>;
+  const p = commandPayload(command);
+  if (p === undefined) return COMMANDS_KEY;
   if (
     command.command === 'unsubscribe' &&
     typeof p.stream === 'string' &&
@@ -57,6 +51,19 @@ export function remoteCommandKey(command: RemoteCommand): string {
     return `${COMMANDS_KEY}#~sha256:${createHash('sha256').update(target, 'utf8').digest('hex')}`;
   }
   return `${COMMANDS_KEY}#${target}`;
+}
+
+/** A remote command's payload as an object, or `undefined` when it is not JSON of one. */
+export function commandPayload(command: RemoteCommand): Record<string, unknown> | undefined {
+  let payload: unknown;
+  try {
+    payload = JSON.parse(command.payload);
+  } catch {
+    return undefined;
+  }
+  return typeof payload === 'object' && payload !== null
+    ? (payload as Record<string, unknown>)
+    : undefined;
 }
 
 /** The longest target a remote command's key holds as it is; a longer one is hashed. */

@@ -1,6 +1,6 @@
 import { forEachConcurrently } from '../../kernel/concurrency.js';
 import type { ConnectionStore } from '../ports.js';
-import type { RemoteCommand } from './events.js';
+import { commandPayload, type RemoteCommand } from './events.js';
 import type { BroadcastRequestItem } from './http-request.js';
 
 /** What {@link orderedDisconnect} reads: the target's connections and what each holds. */
@@ -102,15 +102,8 @@ export async function withOrderedDisconnects(
 function disconnectTarget(
   command: RemoteCommand,
 ): { by: 'connectionId' | 'identity'; name: string } | undefined {
-  if (command.command !== 'disconnect') return undefined;
-  let payload: unknown;
-  try {
-    payload = JSON.parse(command.payload);
-  } catch {
-    return undefined;
-  }
-  if (typeof payload !== 'object' || payload === null) return undefined;
-  const p = payload as Record<string, unknown>;
+  const p = command.command === 'disconnect' ? commandPayload(command) : undefined;
+  if (p === undefined) return undefined;
   if (typeof p.connectionId === 'string') {
     return p.connectionId ? { by: 'connectionId', name: p.connectionId } : undefined;
   }
