@@ -1,4 +1,3 @@
-import { processPartialResponse, SqsFifoPartialProcessorAsync } from '@aws-lambda-powertools/batch';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { errorMessage, LambdacableError } from '../../../kernel/errors.js';
@@ -15,6 +14,7 @@ import { classifyFailure } from '../../../messaging/failures.js';
 import type { Message } from '../../../messaging/types.js';
 import { messageGroupId } from '../relay/relay.js';
 import { parkSqsRecord } from './dead-letter.js';
+import { processGroups } from './groups.js';
 import { delayRedelivery } from './redelivery.js';
 
 /** A consumed message with everything the envelope carries. */
@@ -82,6 +82,14 @@ export interface BatchConsumerOptions {
    * @default 28 days: 14 in the queue and 14 more in a FIFO dead-letter queue
    */
   readonly holeRetentionMs?: number;
+  /**
+   * Message groups handled at once. A group's messages are handled one after another, in
+   * order; different groups' at the same time, so that one partition's slow message (a
+   * broadcast to 100k subscribers) holds up no other partition's in the batch. 1 handles
+   * the batch's records one after another, as they came.
+   * @default every group of the batch (a FIFO batch holds at most 10 records)
+   */
+  readonly groupConcurrency?: number;
   /** @default Date.now */
   readonly now?: () => number;
   /** Logs failures. @default console */
@@ -120,7 +128,8 @@ interface PartitionBatch {
 /**
  * Consumes one Lambda SQS FIFO batch: each record becomes a {@link Message} for
  * `handler`; a failure fails only its own message group (Powertools
- * `SqsFifoPartialProcessorAsync` with `skipGroupOnError`). The first of `ack()` and
+ * `SqsFifoPartialProcessorAsync` with `skipGroupOnError`), and groups are handled at the
+ * same time, each in its order ({@link BatchConsumerOptions.groupConcurrency}). The first of `ack()` and
  * `nack()` decides, as in Cadence: a message acked and then thrown from is done (logged,
  * not retried); one nacked and then returned from is retried. A handler that calls
  * neither acks by returning and nacks by throwing.
@@ -287,11 +296,7 @@ export async function consumeSqsBatch(
     else acks.complete(partition, offset);
   };
 
-  const processor = new SqsFifoPartialProcessorAsync();
-  const processed = await processPartialResponse(event, recordHandler, processor, {
-    skipGroupOnError: true,
-    throwOnFullBatchFailure: false,
-  });
+  const processed = await processGroups(event, recordHandler, options.groupConcurrency);
   // A copy: Powertools returns one shared empty response object when nothing failed.
   const response: SQSBatchResponse = { batchItemFailures: [...processed.batchItemFailures] };
 
