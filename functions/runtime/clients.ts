@@ -35,14 +35,33 @@ export function lambdaClient(record: Recorder, endpoint: string | undefined): La
 }
 
 /**
- * A management API client for one endpoint. It makes one attempt: the adapter retries
- * throttles and 5xx itself, then the fan-out in later passes.
+ * How long one post may take, in ms: to open a connection, and for the answer. A post takes
+ * 10 to 30 ms; without a limit, one that the endpoint never answers would hold its task until
+ * the function times out (and a parent's retry would post its whole part again). A post
+ * that times out fails with the SDK's `TimeoutError` and is tried again in a later pass.
+ */
+export const POST_TIMEOUTS = {
+  connectionTimeout: 1_000,
+  requestTimeout: 3_000,
+  // Without it, the SDK only logs a WARN when the request timeout passes, and waits on.
+  throwOnRequestTimeout: true,
+} as const;
+
+/**
+ * A management API client for one endpoint. It makes one attempt, within
+ * {@link POST_TIMEOUTS}: the adapter retries throttles and 5xx itself, then the fan-out in
+ * later passes.
  */
 export function managementClient(
   record: Recorder,
   endpoint: string,
 ): ApiGatewayManagementApiClient {
   return record(
-    new ApiGatewayManagementApiClient({ ...CLIENT_DEFAULTS, endpoint, maxAttempts: 1 }),
+    new ApiGatewayManagementApiClient({
+      ...CLIENT_DEFAULTS,
+      endpoint,
+      maxAttempts: 1,
+      requestHandler: POST_TIMEOUTS,
+    }),
   );
 }
