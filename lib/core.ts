@@ -182,10 +182,17 @@ export {
 } from './realtime/fanout/fanout.js';
 export type { FanoutTask, FanoutTaskReport, FanoutTaskRunner } from './realtime/fanout/ports.js';
 export {
+  DeadlinePassedError,
   FanoutTaskError,
   type FanoutTasksOptions,
   FanoutTree,
   type FanoutTreeOptions,
+  FENCE_MS,
+  LEVEL_RESERVE_MS,
+  ROOT_BUDGET_MS,
+  TaskInvocationError,
+  type TaskOutcome,
+  taskOutcomeOf,
 } from './realtime/fanout/tree.js';
 export type { ConnectRequest, ConnectResult } from './realtime/gateway/connect.js';
 export {

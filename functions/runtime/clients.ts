@@ -29,9 +29,22 @@ export function sqsClient(record: Recorder, endpoint: string | undefined): SQSCl
   return record(new SQSClient({ ...CLIENT_DEFAULTS, ...at(endpoint) }));
 }
 
-/** The Lambda client (`endpoint`: serverless-offline's, locally). */
-export function lambdaClient(record: Recorder, endpoint: string | undefined): LambdaClient {
-  return record(new LambdaClient({ ...CLIENT_DEFAULTS, ...at(endpoint) }));
+/**
+ * The Lambda client (`endpoint`: serverless-offline's, locally); `maxAttempts` 1 for one that
+ * must never send an Invoke twice (the fan-out's tasks).
+ */
+export function lambdaClient(
+  record: Recorder,
+  endpoint: string | undefined,
+  maxAttempts?: number,
+): LambdaClient {
+  return record(
+    new LambdaClient({
+      ...CLIENT_DEFAULTS,
+      ...at(endpoint),
+      ...(maxAttempts === undefined ? {} : { maxAttempts }),
+    }),
+  );
 }
 
 /**

@@ -162,7 +162,10 @@ function postRetries(config: GatewayConfig) {
 export function delivery(): Delivery<Broker> {
   return part('delivery', ({ config, logger, settings }) => {
     const runner = new LambdaTaskRunner({
-      client: lambda(),
+      // One attempt: a re-sent Invoke could start a second copy of a task still running.
+      client: part('taskLambda', ({ record, settings: { endpoints } }) =>
+        lambdaClient(record, endpoints.lambda, 1),
+      ),
       functionName: required(settings.deliverFunction, DELIVER_FUNCTION_VARIABLE),
     });
     const tasks = {

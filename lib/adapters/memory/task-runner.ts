@@ -1,9 +1,9 @@
-import { LambdacableError } from '../../kernel/errors.js';
 import type {
   FanoutTask,
   FanoutTaskReport,
   FanoutTaskRunner,
 } from '../../realtime/fanout/ports.js';
+import { TaskInvocationError } from '../../realtime/fanout/tree.js';
 
 /**
  * Runs fan-out tasks in this process, each as if in an invocation of its own: the task goes
@@ -33,10 +33,10 @@ export class InProcessTaskRunner implements FanoutTaskRunner {
   }
 }
 
-/** An injected failure of an in-process invocation. */
-export class InvocationFailedError extends LambdacableError {
+/** An injected failure of an in-process invocation: one that ran and failed (`ended`). */
+export class InvocationFailedError extends TaskInvocationError {
   constructor(message: string) {
-    super(message);
+    super(message, 'ended');
     this.name = 'InvocationFailedError';
   }
 }

@@ -19,7 +19,7 @@ import type {
 } from './ports.js';
 import { runRemoteCommand } from './remote.js';
 import { DEFAULT_RETRY_BACKOFF_MS, DEFAULT_RETRY_PASSES } from './settings.js';
-import { FanoutTree } from './tree.js';
+import { DeadlinePassedError, FanoutTree } from './tree.js';
 import { removeSubscribers } from './unsubscribe.js';
 
 export type { FanoutOptions } from './options.js';
@@ -95,7 +95,9 @@ export class Fanout implements Broadcaster, StreamDelivery {
           ...options.tasks,
           store: this.store,
           logger: this.logger,
-          post: (message, subscribers, asTask, action) =>
+          clock: this.gone.clock,
+          sleep: this.sleep,
+          post: (message, subscribers, asTask, action, deadline) =>
             action === 'unsubscribe'
               ? removeSubscribers(
                   this.store,
@@ -107,6 +109,7 @@ export class Fanout implements Broadcaster, StreamDelivery {
                   message,
                   subscribers,
                   asTask ? (options.tasks?.retryBudgetMs ?? 20_000) : undefined,
+                  deadline,
                 ),
         })
       : undefined;
@@ -143,13 +146,23 @@ export class Fanout implements Broadcaster, StreamDelivery {
     msg: StreamMessage,
     subscribers: readonly Subscription[],
     budgetMs?: number,
+    deadline?: number,
   ): Promise<DeliveryReport> {
     const report = emptyReport();
     const missed: Post[] = [];
-    await this.postAll(subscribers, (sub) => broadcastFrame(sub.identifier, msg), report, missed);
-    // A task's posts wait their turn within its budget, pass after pass.
+    await this.postAll(
+      subscribers,
+      (sub) => broadcastFrame(sub.identifier, msg),
+      report,
+      missed,
+      deadline,
+    );
+    // A task's posts wait their turn within its budget, pass after pass, by its deadline.
     const passes = budgetMs === undefined || this.retryPasses === 0 ? this.retryPasses : Infinity;
-    await this.retryLater(missed, report, passes, budgetMs ?? this.retryBudgetMs);
+    let budget = budgetMs ?? this.retryBudgetMs;
+    if (deadline !== undefined)
+      budget = Math.max(0, Math.min(budget, deadline - this.gone.clock.now()));
+    await this.retryLater(missed, report, passes, budget);
     this.count(report);
     this.accountFor(msg, report);
     return report;
@@ -199,16 +212,24 @@ export class Fanout implements Broadcaster, StreamDelivery {
     return report;
   }
 
-  /** First posts of a frame to each subscriber; the throttled ones are added to `missed`. */
+  /**
+   * First posts of a frame to each subscriber; the throttled ones are added to `missed`. At or
+   * past `deadline`, a post is not started: given up (`report.failed`, {@link DeadlinePassedError}).
+   */
   private async postAll(
     targets: readonly Subscription[],
     render: (sub: Subscription) => string | undefined,
     report: DeliveryReport,
     missed: Post[],
+    deadline = Number.POSITIVE_INFINITY,
   ): Promise<void> {
     await forEachConcurrently(targets, this.concurrency, async (sub) => {
       const frame = render(sub);
       if (frame === undefined) return;
+      if (this.gone.clock.now() >= deadline) {
+        report.failed.push({ connectionId: sub.connectionId, error: deadlinePassed, retried: 0 });
+        return;
+      }
       const endpoint = sub.endpoint ?? (await this.endpointOf(sub.connectionId));
       const post = { connectionId: sub.connectionId, frame, endpoint };
       if ((await this.postOne(post, report)) === 'throttled') missed.push(post);
@@ -325,6 +346,9 @@ export class Fanout implements Broadcaster, StreamDelivery {
     return (await this.store.getConnection(connectionId))?.endpoint;
   }
 }
+
+/** The failure of every post a task did not start: its deadline had passed. */
+const deadlinePassed = new DeadlinePassedError();
 
 /** The longest wait before a later pass, in ms. */
 const MAX_BACKOFF_MS = 2000;

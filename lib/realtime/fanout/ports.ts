@@ -24,6 +24,12 @@ export interface FanoutTask {
    * invocation as a broadcast).
    */
   readonly action?: 'unsubscribe';
+  /**
+   * When the task must have started its last post (ms since the epoch): past it, it starts
+   * none, nor a sub-task. Set by the parent, earlier than its own; absent on a root task
+   * (it gets now and the root budget).
+   */
+  readonly deadline?: number;
 }
 
 /** What a task and the tasks under it did. */

@@ -1,4 +1,5 @@
 import type { StreamMessage } from '../../broker/types.js';
+import { type Clock, systemClock } from '../../kernel/clock.js';
 import { ConfigError, errorMessage, LambdacableError } from '../../kernel/errors.js';
 import { type Logger, noopLogger } from '../../kernel/logger.js';
 import type { ConnectionStore, SliceRead, Subscription } from '../ports.js';
@@ -25,6 +26,52 @@ export class FanoutTaskError extends LambdacableError {
     this.attempts = attempts;
   }
 }
+
+/** Why a post past its task's deadline was not started (a fan-out's `report.failed`). */
+export class DeadlinePassedError extends LambdacableError {
+  constructor() {
+    super("the fan-out task's deadline passed: the post was not started");
+    this.name = 'DeadlinePassedError';
+  }
+}
+
+/**
+ * What became of a task's invocation that failed, as far as its caller can tell:
+ * - `not-started`: it never ran (Lambda refused the Invoke: `TooManyRequestsException`);
+ * - `ended`: it ran and is over (the handler threw, or Lambda killed it at its timeout);
+ * - `unknown`: it may still be running (no answer: a network failure, a timeout of the call).
+ */
+export type TaskOutcome = 'not-started' | 'ended' | 'unknown';
+
+/** A task's invocation failed; {@link TaskOutcome} says whether it may still be running. */
+export class TaskInvocationError extends LambdacableError {
+  readonly outcome: TaskOutcome;
+  constructor(message: string, outcome: TaskOutcome, cause?: unknown) {
+    super(message, cause === undefined ? {} : { cause });
+    this.name = 'TaskInvocationError';
+    this.outcome = outcome;
+  }
+}
+
+/** The outcome a runner's failure states; `unknown` for any other error. */
+export function taskOutcomeOf(error: unknown): TaskOutcome {
+  return error instanceof TaskInvocationError ? error.outcome : 'unknown';
+}
+
+/**
+ * The time, in ms, each level of tasks keeps back from the deadline it was given when it
+ * gives its sub-tasks theirs: room for the {@link FENCE_MS} wait and a run again.
+ */
+export const LEVEL_RESERVE_MS = 15_000;
+/**
+ * How long after a task's deadline its caller waits, when the task's invocation may still be
+ * running, before it runs the task again or gives it up: a task starts no post at or past its
+ * deadline, and a post in flight then ends within the posts' timeouts (4 s) and a second of
+ * clock skew between Lambda instances.
+ */
+export const FENCE_MS = 5_000;
+/** The time, in ms, a root task (the broadcast consumer's) has to deliver its message. */
+export const ROOT_BUDGET_MS = 120_000;
 
 /** Fan-out tasks, as the fan-out is given them: {@link FanoutTreeOptions} but the posting. */
 export interface FanoutTasksOptions {
@@ -54,6 +101,18 @@ export interface FanoutTasksOptions {
    * @default 20000
    */
   readonly retryBudgetMs?: number;
+  /**
+   * The deadlines' times, in ms: a root task's budget, what each level keeps back, and the
+   * wait past a deadline for a task that may still run.
+   * @default {@link ROOT_BUDGET_MS}, {@link LEVEL_RESERVE_MS}, {@link FENCE_MS}
+   */
+  readonly timing?: {
+    readonly rootBudgetMs: number;
+    readonly levelReserveMs: number;
+    readonly fenceMs: number;
+    /** The first back-off after a refused Invoke, doubled per refusal up to 20×. @default 100 */
+    readonly refusedBackoffMs?: number;
+  };
 }
 
 /** Options of {@link FanoutTree}. */
@@ -68,10 +127,15 @@ export interface FanoutTreeOptions extends Omit<FanoutTasksOptions, 'retryBudget
     message: StreamMessage,
     subscribers: readonly Subscription[],
     asTask: boolean,
-    action?: FanoutTask['action'],
+    action: FanoutTask['action'],
+    deadline: number,
   ) => Promise<DeliveryReport>;
   /** @default {@link noopLogger} */
   readonly logger?: Logger;
+  /** Deadlines are read from it. @default the system clock */
+  readonly clock?: Clock;
+  /** Waits between runs of a failed task. @default `setTimeout` */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 /**
@@ -92,8 +156,18 @@ export class FanoutTree {
   private readonly shardTarget: number;
   private readonly taskAttempts: number;
   private readonly logger: Logger;
+  private readonly clock: Clock;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly timing: NonNullable<FanoutTreeOptions['timing']>;
 
   constructor(options: FanoutTreeOptions) {
+    this.clock = options.clock ?? systemClock;
+    this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+    this.timing = options.timing ?? {
+      rootBudgetMs: ROOT_BUDGET_MS,
+      levelReserveMs: LEVEL_RESERVE_MS,
+      fenceMs: FENCE_MS,
+    };
     this.store = options.store;
     this.runner = options.runner;
     this.post = options.post;
@@ -112,13 +186,23 @@ export class FanoutTree {
     }
   }
 
-  /** Runs one task: its own posts, and its sub-tasks at once. */
+  /**
+   * Runs one task: its own posts, and its sub-tasks at once, by its deadline (a root task's:
+   * now and the root budget), each sub-task's earlier by the level reserve. Past it, the task
+   * starts nothing more: so a caller that waited {@link FENCE_MS} past a task's deadline
+   * knows the task posts nothing more, whatever became of its invocation.
+   */
   async run(task: FanoutTask): Promise<FanoutTaskReport> {
-    const { message } = task;
-    // Sub-tasks do what this task does.
-    const kind = task.action ? { action: task.action } : {};
-    if (task.subscribers) return this.postOwn(task, task.subscribers, [], true);
     const root = task.shards === undefined;
+    const deadline = task.deadline ?? this.clock.now() + this.timing.rootBudgetMs;
+    const message = task.message;
+    // Sub-tasks do what this task does, by an earlier deadline.
+    const kind = {
+      ...(task.action ? { action: task.action } : {}),
+      deadline: deadline - this.timing.levelReserveMs,
+    };
+    task = { ...task, deadline };
+    if (task.subscribers) return this.postOwn(task, task.subscribers, [], true);
     const [from, to] = task.shards ?? [0, 1];
     if (to - from > 1) {
       // Groups of shards: a sub-task each, until one shard is left.
@@ -157,7 +241,7 @@ export class FanoutTree {
   }
 
   private async postOwn(
-    { message, action }: FanoutTask,
+    { message, action, deadline }: FanoutTask,
     own: readonly Subscription[],
     children: readonly FanoutTask[],
     asTask: boolean,
@@ -165,7 +249,9 @@ export class FanoutTree {
     // Every sub-task settles before a failure is thrown: a run again of this task never
     // overlaps sub-tasks still posting.
     const [mine, ...theirs] = await Promise.allSettled([
-      own.length > 0 ? this.post(message, own, asTask, action) : Promise.resolve(undefined),
+      own.length > 0
+        ? this.post(message, own, asTask, action, deadline!)
+        : Promise.resolve(undefined),
       ...children.map((child) => this.runChild(child)),
     ]);
     const failed = [mine, ...theirs].find((r) => r?.status === 'rejected');
@@ -187,29 +273,89 @@ export class FanoutTree {
     return report;
   }
 
-  /** A sub-task, run again when its invocation fails; its frames are then possible duplicates. */
+  /**
+   * A sub-task, run again when its invocation fails, by its deadline; its frames are then
+   * possible duplicates. What to wait for depends on the failure ({@link TaskOutcome}): an
+   * Invoke refused (`not-started`) is tried again after a jittered back-off, without using up
+   * an attempt; an invocation that `ended` is run again at once; one that may still be
+   * running (`unknown`) is waited out, until {@link FENCE_MS} past its deadline, so that no
+   * run of it overlaps another, nor this task's return (and the stream's next frame). A
+   * posting sub-task still failing at its last attempt, or at its deadline, is given up: its
+   * part of the audience misses the frame (counted, logged at ERROR) and the message goes on,
+   * never again to its whole audience. A removal (`unsubscribe`) is not given up: it throws.
+   */
   private async runChild(task: FanoutTask): Promise<FanoutTaskReport> {
     let extra = 0;
-    for (let attempt = 1; ; attempt++) {
+    let refused = 0;
+    // The caller's own deadline: a run again after a wait may take until a fence before it.
+    const parentDeadline = task.deadline! + this.timing.levelReserveMs;
+    for (let attempt = 1; ; ) {
+      const deadline = task.deadline!;
+      let failure: unknown;
       try {
         const report = await this.runner.run(task);
         return { ...report, invocations: report.invocations + extra };
       } catch (error) {
+        failure = error;
+      }
+      const outcome = taskOutcomeOf(failure);
+      if (outcome === 'unknown') {
+        // It may still be posting: wait until it cannot be, then give the run again what is
+        // left up to a fence before the caller's deadline (the caller may wait that out too).
+        const fenced = deadline + this.timing.fenceMs - this.clock.now();
+        if (fenced > 0) await this.sleep(fenced);
+        task = { ...task, deadline: Math.max(deadline, parentDeadline - this.timing.fenceMs) };
+      }
+      if (outcome === 'not-started') {
+        refused++;
+        const first = this.timing.refusedBackoffMs ?? 100;
+        const ceiling = Math.min(first * 2 ** Math.min(refused - 1, 10), first * 20);
+        await this.sleep(ceiling / 2 + Math.random() * (ceiling / 2));
+      } else {
         extra++;
-        if (attempt >= this.taskAttempts) {
-          throw new FanoutTaskError(task.message.stream, attempt, error);
-        }
-        this.logger.warn('fan-out task failed, running it again', {
-          target: task.message.stream,
-          attempt,
-          error: errorMessage(error),
-        });
+        attempt++;
+      }
+      const late = this.clock.now() >= task.deadline!;
+      if (attempt > this.taskAttempts || late) {
+        const error = new FanoutTaskError(task.message.stream, attempt - 1 + refused, failure);
+        if (task.action) throw error;
+        return this.givenUp(task, error, extra);
+      }
+      this.logger.warn('fan-out task failed, running it again', {
+        target: task.message.stream,
+        attempt,
+        outcome,
+        error: errorMessage(failure),
+      });
+      if (outcome !== 'not-started') {
         task = {
           ...task,
           message: { ...task.message, meta: { ...task.message.meta, redelivered: true } },
         };
       }
     }
+  }
+
+  /** A posting sub-task given up: logged, and its known part counted as undelivered. */
+  private givenUp(task: FanoutTask, error: FanoutTaskError, extra: number): FanoutTaskReport {
+    const part = task.subscribers?.length ?? 0;
+    this.logger.error('fan-out part given up', {
+      target: task.message.stream,
+      shards: task.shards,
+      prefix: task.prefix,
+      subscribers: task.subscribers ? part : undefined,
+      error: errorMessage(error),
+    });
+    return {
+      sent: 0,
+      gone: 0,
+      undelivered: part,
+      retried: 0,
+      subscribers: part,
+      invocations: extra,
+      maxPosts: 0,
+      depth: 1,
+    };
   }
 
   /** Spreads a stream whose shards outgrew `shardTarget` over more shards (best effort). */

@@ -1,10 +1,11 @@
-import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
-import { AwsResourceError } from '../../../kernel/errors.js';
+import { InvokeCommand, type InvokeCommandOutput, type LambdaClient } from '@aws-sdk/client-lambda';
+import { errorMessage } from '../../../kernel/errors.js';
 import type {
   FanoutTask,
   FanoutTaskReport,
   FanoutTaskRunner,
 } from '../../../realtime/fanout/ports.js';
+import { TaskInvocationError } from '../../../realtime/fanout/tree.js';
 import { awsCall } from '../call.js';
 
 /** Options of {@link LambdaTaskRunner}. */
@@ -17,8 +18,11 @@ export interface LambdaTaskRunnerOptions {
 /**
  * Runs each fan-out task in an invocation of the `deliver` function (`Invoke`,
  * `RequestResponse`): the caller waits for its report, so a stream's frames stay in order.
- * A throttled invoke (`TooManyRequestsException`) posted nothing and is retried by the SDK; a
- * failed invocation (the handler threw, or timed out) rejects, and the caller runs it again.
+ * Its failures say what became of the invocation ({@link TaskInvocationError}): refused
+ * (`TooManyRequestsException`: `not-started`), failed or killed at its timeout (a
+ * `FunctionError`: `ended`), or anything else, no answer (`unknown`: it may still run). The
+ * client must make one attempt (`maxAttempts: 1`): an SDK that sends an Invoke again after a
+ * lost answer starts a second copy of a task that may still be running.
  */
 export class LambdaTaskRunner implements FanoutTaskRunner {
   constructor(private readonly options: LambdaTaskRunnerOptions) {}
@@ -26,23 +30,41 @@ export class LambdaTaskRunner implements FanoutTaskRunner {
   async run(task: FanoutTask): Promise<FanoutTaskReport> {
     const { client, functionName } = this.options;
     const stream = task.message.stream;
-    const out = await awsCall('Invoke', functionName, [stream], () =>
-      client.send(
-        new InvokeCommand({
-          FunctionName: functionName,
-          Payload: new TextEncoder().encode(JSON.stringify(task)),
-        }),
-      ),
-    );
+    let out: InvokeCommandOutput;
+    try {
+      out = await awsCall('Invoke', functionName, [stream], () =>
+        client.send(
+          new InvokeCommand({
+            FunctionName: functionName,
+            Payload: new TextEncoder().encode(JSON.stringify(task)),
+          }),
+        ),
+      );
+    } catch (error) {
+      const cause = (error as { cause?: unknown }).cause;
+      const refused = nameOf(cause) === 'TooManyRequestsException';
+      throw new TaskInvocationError(
+        errorMessage(error),
+        refused ? 'not-started' : 'unknown',
+        error,
+      );
+    }
     const text = out.Payload ? new TextDecoder().decode(out.Payload) : '';
     if (out.FunctionError) {
-      throw new AwsResourceError(
+      throw new TaskInvocationError(
         `Invoke on ${functionName} failed for ${stream}: ${out.FunctionError}: ${reasonOf(text)}`,
-        { resource: functionName, ids: [stream] },
+        'ended',
       );
     }
     return JSON.parse(text) as FanoutTaskReport;
   }
+}
+
+/** An SDK error's name. */
+function nameOf(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null
+    ? String((error as { name?: unknown }).name)
+    : undefined;
 }
 
 /** The error message of a failed invocation's payload (`{ errorMessage, errorType }`). */

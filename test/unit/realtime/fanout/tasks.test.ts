@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   type ConnectionApi,
   type Fanout,
+  type FanoutTask,
   type FanoutTaskReport,
   ThrottledError,
 } from '../../../../lib/core';
@@ -51,13 +52,17 @@ class AudienceApi implements ConnectionApi {
 async function audience(
   subscribers: number,
   api: AudienceApi,
-  options: { taskSize?: number; fail?: (invocation: number) => boolean; retryPasses?: number } = {},
+  options: {
+    taskSize?: number;
+    fail?: (invocation: number, task: FanoutTask) => boolean;
+    retryPasses?: number;
+  } = {},
 ) {
   let invocations = 0;
   let fanout: Fanout | undefined;
   const runner = new InProcessTaskRunner(
     (task) => invocation.run(++invocations, () => fanout!.runTask(task)),
-    (_task, n) => options.fail?.(n) ?? false,
+    (task, n) => options.fail?.(n, task) ?? false,
   );
   const delivery = gatewayHarness({
     api,
@@ -197,10 +202,22 @@ describe('FanoutTree: a large audience is delivered by tasks of bounded work', (
     expect(t.fanout.takeCounts()).toMatchObject({ delivered: 5_000 });
   });
 
-  it('fails the broadcast when a task fails on every attempt, so that the message is redelivered', async () => {
+  it('gives up a part whose task fails on every attempt, and never sends the message again to the whole audience', async () => {
     const api = new AudienceApi();
-    const t = await audience(2_000, api, { fail: () => true });
-    await expect(t.broadcast()).rejects.toThrow(/fan-out task for stream live failed 3 times/);
+    // The task of the chunk that holds conn-0 always fails; the others work.
+    const t = await audience(2_000, api, {
+      fail: (_n, task) => task.subscribers?.some((s) => s.connectionId === 'conn-0') ?? false,
+    });
+    await t.broadcast(); // resolves: the message is done, not redelivered
+    const delivered = [...api.offsets.values()].filter((o) => o.length > 0).length;
+    expect(delivered).toBe(1_500);
+    expect([...api.offsets.values()].every((o) => o.length === 1)).toBe(true);
+    const given = t.logger.entries.filter((e) => e.message === 'fan-out part given up');
+    expect(given).toHaveLength(1);
+    expect(given[0]?.fields).toMatchObject({ target: 'live', subscribers: 500 });
+    expect(
+      t.logger.entries.filter((e) => e.message === 'fan-out task failed, running it again'),
+    ).toHaveLength(2);
   });
 
   it('reports what the tasks did', async () => {
