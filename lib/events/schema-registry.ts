@@ -6,7 +6,7 @@ import { avroType } from './avro-types.js';
 export interface SchemaRegistry {
   /** Registers `schema` under `subject` and returns its id; identical schemas get the same id. */
   register(subject: string, schema: avro.Schema): Promise<number>;
-  /** The schema with `id`, or `undefined`. */
+  /** The schema with `id`, or `undefined` when a read that sees every registration misses it. */
   getById(id: number): Promise<avro.Schema | undefined>;
 }
 

@@ -1,7 +1,9 @@
+import { isThrottlingError, isTransientError } from '@smithy/core/retry';
 import {
   DecodeError,
   LimitExceededError,
   MessageFormatError,
+  ThrottledError,
   UnknownEventTypeError,
 } from '../kernel/errors.js';
 
@@ -26,26 +28,69 @@ const PERMANENT_NAMES = new Set([
   'DecodeError',
   'UnknownEventTypeError',
   'LimitExceededError',
-  // JSON.parse of a payload.
+  // JSON.parse of a payload (not of a service's answer: see `isServiceAnswer`).
   'SyntaxError',
 ]);
 
+/** The SDK's error type, as its classification functions take it. */
+type SdkError = Parameters<typeof isTransientError>[0];
+
+/** What an SDK error carries besides `Error`'s fields (`@smithy/types` `SdkError`). */
+interface ServiceMarks {
+  readonly $metadata?: { readonly httpStatusCode?: number };
+  readonly $response?: { readonly statusCode?: number };
+  readonly $fault?: string;
+}
+
 /**
- * Classifies a failure: `permanent` for a message that can never be handled (an undecodable
- * envelope or Avro payload, an unknown event type, bad JSON, a value over a limit), found in
- * the error or anywhere in its `cause` chain; `transient` for everything else. Unknown
- * errors are transient on purpose: a retry costs time, a wrong `permanent` parks a message
- * that would have gone through.
+ * Classifies a failure by what failed, looking at the error and its whole `cause` chain:
+ * - `transient` when a service or the network failed anywhere in it: a 5xx (whatever the
+ *   error's class: the SDK throws `SyntaxError` for a 503 with an HTML body), `$fault:
+ *   'server'`, throttling, a timeout, a reset or refused connection, an aborted call;
+ * - else `permanent` for a message that can never be handled: an undecodable envelope or Avro
+ *   payload, an unknown event type, bad JSON in a payload, a value over a limit;
+ * - else `transient`. Unknown errors are transient on purpose: a retry costs time, a wrong
+ *   `permanent` parks a message that would have gone through.
  */
 export function classifyFailure(error: unknown): FailureKind {
-  const seen = new Set<unknown>();
-  for (let e = error; e instanceof Error && !seen.has(e); e = e.cause) {
-    seen.add(e);
-    if (PERMANENT_CLASSES.some((c) => e instanceof c) || PERMANENT_NAMES.has(e.name)) {
-      return 'permanent';
-    }
-  }
-  return 'transient';
+  const chain: Error[] = [];
+  for (let e = error; e instanceof Error && !chain.includes(e); e = e.cause) chain.push(e);
+  if (chain.some(isServiceFailure)) return 'transient';
+  return chain.some(isMessageFault) ? 'permanent' : 'transient';
+}
+
+/**
+ * A failure of a service or of the way to it, which a later try may not meet: the SDK's own
+ * retry classification (throttling names and `$retryable`, 429, 500/502/503/504, timeouts,
+ * ECONNRESET, EPIPE, ETIMEDOUT and other network codes), any 5xx or `$fault: 'server'`, an
+ * aborted call (the SDK calls it terminal for its own retry; it says nothing about the
+ * message), and lambdacable's {@link ThrottledError}.
+ */
+function isServiceFailure(e: Error): boolean {
+  const marks = e as Error & ServiceMarks;
+  const status = marks.$metadata?.httpStatusCode ?? marks.$response?.statusCode;
+  return (
+    (status !== undefined && status >= 500) ||
+    marks.$fault === 'server' ||
+    e.name === 'AbortError' ||
+    e instanceof ThrottledError ||
+    isThrottlingError(e as SdkError) ||
+    isTransientError(e as SdkError)
+  );
+}
+
+/**
+ * Whether the service answered: the SDK puts `$metadata` (or at least `$response`) on every
+ * error of a call that got a response, a parse error of the answer's body included.
+ */
+function isServiceAnswer(e: Error): boolean {
+  return '$metadata' in e || '$response' in e;
+}
+
+/** Says that the message itself is wrong; never a service's answer that failed to parse. */
+function isMessageFault(e: Error): boolean {
+  if (isServiceAnswer(e)) return false;
+  return PERMANENT_CLASSES.some((c) => e instanceof c) || PERMANENT_NAMES.has(e.name);
 }
 
 /**

@@ -95,3 +95,54 @@ export function injectThrottling(
     { step: 'finalizeRequest', priority: 'low', name: 'injectedThrottling' },
   );
 }
+
+/** What {@link injectStaleReads} saw of the reads it watches. */
+export interface StaleReads {
+  /** Eventually consistent reads it answered with no item. */
+  missed: number;
+  /** Strongly consistent reads, which reach the table. */
+  consistent: number;
+}
+
+/**
+ * Makes `client`'s eventually consistent `GetItem`s of the items `lagging(key)` picks miss, as
+ * a DynamoDB replica that has not seen a write yet answers on AWS and DynamoDB Local (always
+ * consistent) never does; a `ConsistentRead` one reaches the table.
+ */
+export function injectStaleReads(
+  client: { middlewareStack: object },
+  lagging: (key: Readonly<Record<string, { S?: string }>>) => boolean,
+): StaleReads {
+  const seen: StaleReads = { missed: 0, consistent: 0 };
+  (
+    client as {
+      middlewareStack: {
+        add(
+          middleware: (
+            next: (args: { input: object }) => Promise<unknown>,
+            context: { commandName?: string },
+          ) => (args: { input: object }) => Promise<unknown>,
+          options: { step: 'initialize'; name: string },
+        ): void;
+      };
+    }
+  ).middlewareStack.add(
+    (next, context) => async (args) => {
+      const input = args.input as {
+        Key?: Record<string, { S?: string }>;
+        ConsistentRead?: boolean;
+      };
+      if (context.commandName !== 'GetItemCommand' || !input.Key || !lagging(input.Key)) {
+        return next(args);
+      }
+      if (input.ConsistentRead === true) {
+        seen.consistent++;
+        return next(args);
+      }
+      seen.missed++;
+      return { output: { $metadata: { httpStatusCode: 200 } } };
+    },
+    { step: 'initialize', name: 'injectedStaleReads' },
+  );
+  return seen;
+}

@@ -57,7 +57,7 @@ export function relayFor(
   return new OutboxRelay({ sqs, routes, onRefused: () => {}, retryDelaysMs: [], ...extra });
 }
 
-/** Receives until the queue stays empty, deleting what it got. */
+/** Receives until the queue stays empty, deleting what it got (with all its attributes). */
 export async function receiveAll(
   sqs: SQSClient,
   queueUrl: string,
@@ -71,6 +71,7 @@ export async function receiveAll(
         MaxNumberOfMessages: 10,
         WaitTimeSeconds: 0,
         MessageSystemAttributeNames: ['All'],
+        MessageAttributeNames: ['All'],
       }),
     );
     const got = r.Messages ?? [];

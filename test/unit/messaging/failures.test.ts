@@ -1,4 +1,6 @@
-import { describe, expect, it } from 'vitest';
+import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerGroupsFor } from '../../../infra/deploy/consumers';
 import { queueLogicalIds } from '../../../infra/deploy/names';
 import { cloudFormation } from '../../../infra/deploy/template/cloudformation';
@@ -20,6 +22,7 @@ import {
   ThrottledError,
   UnknownEventTypeError,
 } from '../../../lib/core';
+import { type LoadBalancer, loadBalancer } from '../../helpers/outage';
 
 const syntaxError = (() => {
   try {
@@ -86,6 +89,93 @@ describe('classifyFailure', () => {
     const b = new Error('b', { cause: a });
     (a as { cause?: unknown }).cause = b;
     expect(classifyFailure(a)).toBe('transient');
+  });
+});
+
+/** What a real SDK client throws for one call (no retry) to DynamoDB and to SQS at `endpoint`. */
+async function sdkErrors(endpoint: string): Promise<(Error & { $metadata?: object })[]> {
+  const config = {
+    endpoint,
+    region: 'us-east-1',
+    maxAttempts: 1,
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  };
+  const calls = [
+    () =>
+      new DynamoDBClient(config).send(
+        new GetItemCommand({ TableName: 'schemas', Key: { pk: { S: 'id#1' } } }),
+      ),
+    () => new SQSClient(config).send(new ReceiveMessageCommand({ QueueUrl: `${endpoint}/q.fifo` })),
+  ];
+  const errors = [];
+  for (const call of calls)
+    errors.push(
+      await call().then(
+        () => undefined,
+        (e: Error) => e,
+      ),
+    );
+  return errors.map((e) => {
+    if (!e) throw new Error(`a call through ${endpoint} succeeded`);
+    return e;
+  });
+}
+
+describe('classifyFailure: by what failed, not by class name', () => {
+  let balancer: LoadBalancer;
+  beforeAll(async () => {
+    balancer = await loadBalancer();
+  });
+  afterAll(() => balancer.close());
+
+  it('calls the SDK error for a 503 with an HTML body transient (a SyntaxError), wrapped or not (real DynamoDB and SQS clients, a loopback load balancer)', async () => {
+    balancer.status = 503;
+    const errors = await sdkErrors(balancer.endpoint);
+    expect(balancer.refused).toBe(2);
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(SyntaxError);
+      expect(error.message).toMatch(/Deserialization error/);
+      expect(error.$metadata).toMatchObject({ httpStatusCode: 503 });
+      expect(classifyFailure(error)).toBe('transient');
+      expect(
+        classifyFailure(new AwsResourceError('GetItem failed', { resource: 't', cause: error })),
+      ).toBe('transient');
+      expect(classifyFailure(new NackError('m-3', error))).toBe('transient');
+    }
+  });
+
+  it('never blames the message for a service answer it could not parse: an HTML 403 from a proxy is transient too', async () => {
+    balancer.status = 403;
+    for (const error of await sdkErrors(balancer.endpoint)) {
+      expect(error).toBeInstanceOf(SyntaxError);
+      expect(classifyFailure(error)).toBe('transient');
+    }
+    // JSON.parse of a payload is still the message's fault.
+    expect(classifyFailure(syntaxError)).toBe('permanent');
+  });
+
+  it('calls a service or network failure anywhere in the cause chain transient, even under a permanent class', () => {
+    const failure = (name: string, message: string, marks: object) =>
+      Object.assign(new Error(message), marks, { name });
+    const failures = [
+      failure('SyntaxError', 'Unexpected token <', { $metadata: { httpStatusCode: 502 } }),
+      failure('SyntaxError', 'Unexpected token <', { $response: { statusCode: 504 } }),
+      failure('InternalServerError', 'internal error', { $fault: 'server' }),
+      failure('InternalFailure', 'internal error', { $metadata: { httpStatusCode: 500 } }),
+      failure('TooManyRequestsException', 'slow down', { $metadata: { httpStatusCode: 429 } }),
+      failure('ProvisionedThroughputExceededException', 'over capacity', {}),
+      failure('Mystery', 'throttled by trait', { $retryable: { throttling: true } }),
+      failure('Error', 'socket hang up', { code: 'ECONNRESET' }),
+      failure('Error', 'connect ETIMEDOUT', { code: 'ETIMEDOUT' }),
+      failure('Error', 'write EPIPE', { code: 'EPIPE' }),
+      failure('TimeoutError', 'Connection timed out after 1000 ms', {}),
+      failure('AbortError', 'Request aborted', {}),
+      new ThrottledError('throttled', { resource: 't' }),
+    ];
+    for (const cause of failures) {
+      const wrapped = new DecodeError('could not read the writer schema', { schemaId: 3, cause });
+      expect(classifyFailure(wrapped), `${cause.name}: ${cause.message}`).toBe('transient');
+    }
   });
 });
 

@@ -115,9 +115,23 @@ export class DynamoSchemaRegistry implements SchemaRegistry {
     return this.idOfHash(hash, false);
   }
 
+  /**
+   * The schema with `id`: an eventually consistent `GetItem` (half the read's cost), and on a
+   * miss a strongly consistent one, since a schema registered a moment ago may not have
+   * reached the replica that answered. `undefined` only when that second read misses too.
+   */
   async getById(id: number): Promise<avro.Schema | undefined> {
     const cached = this.cache.get(id);
     if (cached) return cached;
+    const text = (await this.readSchema(id, false)) ?? (await this.readSchema(id, true));
+    if (!text) return undefined;
+    const schema = JSON.parse(text) as avro.Schema;
+    this.cache.set(id, schema);
+    return schema;
+  }
+
+  /** The canonical schema text of `id`, as one read sees it. */
+  private async readSchema(id: number, consistent: boolean): Promise<string | undefined> {
     const out = await this.send(
       'GetItem',
       () =>
@@ -125,15 +139,12 @@ export class DynamoSchemaRegistry implements SchemaRegistry {
           new GetItemCommand({
             TableName: this.options.tableName,
             Key: { pk: { S: `id#${id}` }, sk: { S: 'schema' } },
+            ConsistentRead: consistent,
           }),
         ),
       `id#${id}`,
     );
-    const text = out.Item?.schema?.S;
-    if (!text) return undefined;
-    const schema = JSON.parse(text) as avro.Schema;
-    this.cache.set(id, schema);
-    return schema;
+    return out.Item?.schema?.S || undefined;
   }
 
   private async latestVersion(
