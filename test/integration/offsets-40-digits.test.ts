@@ -3,6 +3,7 @@ import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
 import { type ConsumedMessage, DynamoAckStore, OutboxProducer } from '../../lib/aws';
 import { ackPartition, MAX_ENVELOPE_OFFSET } from '../../lib/core';
+import { DEFAULT_MAX_HOLES } from '../../lib/messaging/ack-store';
 import { testResources } from '../helpers/aws';
 import { outboxPoller, receive, relayFor, renumbered } from '../helpers/relay';
 import { invokeOnSqs } from '../helpers/sqs-lambda';
@@ -52,6 +53,18 @@ describe('DynamoAckStore with 40-digit offsets (DynamoDB Local)', () => {
       version: 1,
     });
     expect(await acks.load('g', 'exact')).toBe(MAX_ENVELOPE_OFFSET);
+  });
+
+  it('holds DEFAULT_MAX_HOLES holes of 40 digits in one item (400 KB)', async () => {
+    const { acks } = await store();
+    const open = Array.from(
+      { length: DEFAULT_MAX_HOLES },
+      (_, i) => MAX_ENVELOPE_OFFSET - BigInt(i),
+    );
+    await acks.commit('g', 'full', { level: MAX_ENVELOPE_OFFSET, open, now: Date.now() });
+    const state = await acks.loadState('g', 'full');
+    expect(state?.holes.size).toBe(DEFAULT_MAX_HOLES);
+    expect(state?.holes.has(MAX_ENVELOPE_OFFSET - BigInt(DEFAULT_MAX_HOLES - 1))).toBe(true);
   });
 
   it('only moves a level forward, comparing numbers across digit counts', async () => {
@@ -116,12 +129,18 @@ describe('DynamoAckStore on an item an older release wrote with numbers (N)', ()
     await acks.save('g', 'old-save', 18n);
     expect(await acks.load('g', 'old-save')).toBe(20n);
 
-    const nines38 = (10n ** 38n - 1n).toString();
-    await putRaw({ pk: { S: 'g#old-38' }, ackLevel: { N: nines38 } });
-    await acks.save('g', 'old-38', 10n ** 37n);
-    expect(await acks.load('g', 'old-38')).toBe(10n ** 38n - 1n);
-    await acks.save('g', 'old-38', 10n ** 38n);
-    expect(await acks.load('g', 'old-38')).toBe(10n ** 38n);
+    // A number holds 38 significant digits: 38 nines and a 0 is one, 10^39 another.
+    const stored = (10n ** 38n - 1n) * 10n;
+    await putRaw({ pk: { S: 'g#old-39' }, ackLevel: { N: stored.toString() } });
+    await acks.save('g', 'old-39', stored - 1n);
+    expect(await acks.load('g', 'old-39')).toBe(stored);
+    await acks.save('g', 'old-39', stored + 5n);
+    expect(await acks.load('g', 'old-39')).toBe(stored + 5n);
+    await putRaw({ pk: { S: 'g#old-40' }, ackLevel: { N: TEN_40.toString() } });
+    await acks.save('g', 'old-40', NINES_39);
+    expect(await acks.load('g', 'old-40')).toBe(TEN_40);
+    await acks.save('g', 'old-40', TEN_40 + 1n);
+    expect(await acks.load('g', 'old-40')).toBe(TEN_40 + 1n);
 
     await putRaw({ pk: { S: 'g#old-commit' }, ackLevel: { N: '17' } });
     const state = await acks.commit('g', 'old-commit', { level: NINES_39, open: [18n], now: 1 });
@@ -187,16 +206,20 @@ describe('40-digit stream sequence numbers from the relay to the ack store', () 
       return run;
     };
 
-    await invoke();
-    // v3 failed: it, and what its group skipped behind it, are 40-digit holes under the level.
+    const until = async (done: () => boolean) => {
+      const deadline = Date.now() + 10_000;
+      while (!done() && Date.now() < deadline) {
+        if ((await invoke()).received === 0) await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+
+    await until(() => calls.some((c) => !c.ok));
+    // v3 failed: its 40-digit offset is a hole under the level.
     const failed = await acks.loadState('work', partition);
     expect(failed?.holes.has(given[3]!)).toBe(true);
     expect(failed?.floor).toBe(given[0]);
 
-    const deadline = Date.now() + 15_000;
-    while (calls.filter((c) => c.ok).length < 6 && Date.now() < deadline) {
-      if ((await invoke()).received === 0) await new Promise((r) => setTimeout(r, 50));
-    }
+    await until(() => calls.filter((c) => c.ok).length === 6);
     expect(calls.filter((c) => c.ok).map((c) => c.offset)).toEqual(given);
     expect(calls.filter((c) => !c.ok).map((c) => c.offset)).toEqual([given[3]]);
     expect(await acks.loadState('work', partition)).toMatchObject({
