@@ -116,7 +116,7 @@ export function decodeEnvelope(body: string, messageId?: string): Envelope {
     );
   }
   const offset = BigInt(e.offset);
-  // Past what a stream sequence number can be: no relay sent it, and no ack state stores it.
+  // Past what a stream sequence number can be: no relay sent it.
   if (offset > MAX_ENVELOPE_OFFSET) {
     throw new MessageFormatError(
       `envelope offset has more than 40 digits: ${e.offset.slice(0, 60)}, the largest is MAX_ENVELOPE_OFFSET`,
