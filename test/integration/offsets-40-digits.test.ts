@@ -1,4 +1,4 @@
-import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { type AttributeValue, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
 import { type ConsumedMessage, DynamoAckStore, OutboxProducer } from '../../lib/aws';
@@ -31,8 +31,8 @@ async function store() {
         new GetItemCommand({ TableName: env.tables.acks, Key: { pk: { S: pk } } }),
       )
     ).Item!;
-  const putRaw = (item: Record<string, { S: string } | { N: string } | { M: object }>) =>
-    env.dynamodb.send(new PutItemCommand({ TableName: env.tables.acks, Item: item as never }));
+  const putRaw = (item: Record<string, AttributeValue>) =>
+    env.dynamodb.send(new PutItemCommand({ TableName: env.tables.acks, Item: item }));
   return { acks, raw, putRaw };
 }
 
