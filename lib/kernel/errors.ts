@@ -9,7 +9,10 @@ export class LambdacableError extends Error {
   }
 }
 
-/** An AckManager was asked something its levels forbid (re-reading an id, completing an unknown partition). */
+/**
+ * An AckManager was asked something its levels forbid (re-reading an id, completing an unknown
+ * partition), or an ack store an offset it cannot store or read back.
+ */
 export class AckManagerError extends LambdacableError {
   readonly id: bigint | undefined;
   readonly partition: string | undefined;

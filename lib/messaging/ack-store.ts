@@ -57,7 +57,10 @@ export interface AckUpdate {
  */
 export const DEFAULT_HOLE_RETENTION_MS = 28 * 24 * 3600 * 1000;
 
-/** Holes kept per partition: about 35 bytes each, well inside DynamoDB's 400 KB item. */
+/**
+ * Holes kept per partition: about 50 bytes each with 40-digit offsets (a map key and its
+ * stamp), so 250 KB, inside DynamoDB's 400 KB item.
+ */
 export const DEFAULT_MAX_HOLES = 5000;
 
 /** How long an ack item outlives its last write: longer than a hole is retained. */

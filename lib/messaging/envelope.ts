@@ -84,7 +84,10 @@ export function checkSqsBody(record: OutboxRecord, limit = MAX_SQS_BODY_BYTES): 
   );
 }
 
-/** Parses an SQS body; throws {@link MessageFormatError} for anything that is not an envelope. */
+/**
+ * Parses an SQS body; throws {@link MessageFormatError} for anything that is not an envelope,
+ * or whose offset is over {@link MAX_ENVELOPE_OFFSET}.
+ */
 export function decodeEnvelope(body: string, messageId?: string): Envelope {
   let raw: unknown;
   try {
@@ -112,6 +115,14 @@ export function decodeEnvelope(body: string, messageId?: string): Envelope {
       { messageId },
     );
   }
+  const offset = BigInt(e.offset);
+  // Past what a stream sequence number can be: no relay sent it.
+  if (offset > MAX_ENVELOPE_OFFSET) {
+    throw new MessageFormatError(
+      `envelope offset has more than 40 digits: ${e.offset.slice(0, 60)}, the largest is MAX_ENVELOPE_OFFSET`,
+      { messageId },
+    );
+  }
   return {
     id: e.id,
     topic: e.topic,
@@ -119,7 +130,7 @@ export function decodeEnvelope(body: string, messageId?: string): Envelope {
     type: typeof e.type === 'string' ? e.type : '',
     headers: (e.headers as Record<string, string> | undefined) ?? {},
     timestamp: typeof e.timestamp === 'number' ? e.timestamp : 0,
-    offset: BigInt(e.offset),
+    offset,
     payload: new Uint8Array(Buffer.from(e.payload, 'base64')),
     ...(e.replayed === true ? { replayed: true } : {}),
   };

@@ -46,6 +46,48 @@ export function outboxPoller(
 }
 
 /**
+ * `relay` on stream records whose sequence numbers `renumber` replaced (DynamoDB Local issues
+ * 21 digits, AWS up to 40): the same number always gets the same replacement, so a retried
+ * record keeps its offset, and the batch item failures name the stream's own numbers again.
+ * `renumber` gets the number and how many distinct numbers came before it.
+ */
+export function renumbered(
+  relay: { relay(records: DynamoDBRecord[]): Promise<DynamoDBBatchResponse> },
+  renumber: (sequenceNumber: string, index: number) => string,
+): { relay(records: DynamoDBRecord[]): Promise<DynamoDBBatchResponse> } {
+  const given = new Map<string, string>();
+  const original = new Map<string, string>();
+  const numberOf = (seq: string): string => {
+    let next = given.get(seq);
+    if (next === undefined) {
+      next = renumber(seq, given.size);
+      given.set(seq, next);
+      original.set(next, seq);
+    }
+    return next;
+  };
+  return {
+    async relay(records) {
+      const out = await relay.relay(
+        records.map((r) =>
+          r.dynamodb?.SequenceNumber === undefined
+            ? r
+            : {
+                ...r,
+                dynamodb: { ...r.dynamodb, SequenceNumber: numberOf(r.dynamodb.SequenceNumber) },
+              },
+        ),
+      );
+      return {
+        batchItemFailures: out.batchItemFailures.map((f) => ({
+          itemIdentifier: original.get(f.itemIdentifier) ?? f.itemIdentifier,
+        })),
+      };
+    },
+  };
+}
+
+/**
  * A relay on the test's queues. It does not try a failed send again within a call (no
  * `retryDelaysMs`): the poller's retries stand in for Lambda's, at once.
  */

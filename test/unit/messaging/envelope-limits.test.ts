@@ -3,12 +3,14 @@ import {
   BroadcastEvent,
   checkOutboxRecord,
   checkSqsBody,
+  decodeEnvelope,
   envelopeBody,
   eventTypeLookup,
   LimitExceededError,
   MAX_BROADCAST_DATA_BYTES,
   MAX_ENVELOPE_OFFSET,
   MAX_SQS_BODY_BYTES,
+  MessageFormatError,
   type OutboxRecord,
   RemoteCommandEvent,
   sqsBodyBytes,
@@ -58,6 +60,16 @@ describe('sqsBodyBytes', () => {
     const r = record(10);
     expect(sqsBodyBytes(r)).toBeGreaterThanOrEqual(sqsBodyBytes(r, 10n ** 39n));
     expect(sqsBodyBytes(r) - sqsBodyBytes(r, 1n)).toBe(39);
+  });
+});
+
+describe('decodeEnvelope', () => {
+  it('carries offsets of up to 40 digits exactly and refuses longer ones', () => {
+    const decoded = decodeEnvelope(envelopeBody(record(3), MAX_ENVELOPE_OFFSET));
+    expect(decoded.offset).toBe(MAX_ENVELOPE_OFFSET);
+    expect(() => decodeEnvelope(envelopeBody(record(3), MAX_ENVELOPE_OFFSET + 1n), 'm1')).toThrow(
+      MessageFormatError,
+    );
   });
 });
 

@@ -5,7 +5,7 @@ import {
   GetItemCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import type { AwsResourceError } from '../../../kernel/errors.js';
+import { AckManagerError, type AwsResourceError } from '../../../kernel/errors.js';
 import {
   type AckState,
   type AckStore,
@@ -14,6 +14,7 @@ import {
   DEFAULT_ACK_TTL_SECONDS,
 } from '../../../messaging/ack-store.js';
 import { awsCall } from '../call.js';
+import { numberAtOrBelow, offsetAttribute, offsetOf } from './offset-attribute.js';
 
 /** Options of {@link DynamoAckStore}. */
 export interface DynamoAckStoreOptions {
@@ -37,12 +38,18 @@ export interface DynamoAckStoreOptions {
 
 /**
  * Ack state in the `acks` table (`pk` = group `#` partition; the batch consumer's partition
- * is an `ackPartition`, topic `#` key): `ackLevel` (N), `holes` (M: offset → ms stamped),
- * `floor` (N), `version` (N) and `expiresAt` (N, seconds: the table's TTL). A level only
- * moves forward: `save` is conditional on the stored level being lower; `commit` reads,
- * merges and writes on the condition that `version` is unchanged, re-reading on a
- * concurrent write. An item past `expiresAt` that DynamoDB has not deleted yet is still
- * read: it is the true state, and the write refreshes it.
+ * is an `ackPartition`, topic `#` key): `ackLevel` (S), `holes` (M: offset in decimal → ms
+ * stamped), `floor` (S), `version` (N) and `expiresAt` (N, seconds: the table's TTL).
+ * Offsets are stream sequence numbers of up to 40 digits, more than a DynamoDB number's 38:
+ * the level and the floor are stored as zero-padded strings of fixed width
+ * (`encodeOffset`), which DynamoDB orders as the numbers, and a hole is a map key (a string
+ * of any length; never compared by DynamoDB). An item an older release wrote with numbers
+ * (N) is read as well, and each write stores what it sets in the new form.
+ *
+ * A level only moves forward: `save` is conditional on the stored level being lower;
+ * `commit` reads, merges and writes on the condition that `version` is unchanged,
+ * re-reading on a concurrent write. An item past `expiresAt` that DynamoDB has not deleted
+ * yet is still read: it is the true state, and the write refreshes it.
  */
 export class DynamoAckStore implements AckStore {
   constructor(private readonly options: DynamoAckStoreOptions) {}
@@ -52,6 +59,9 @@ export class DynamoAckStore implements AckStore {
   }
 
   async save(group: string, partition: string, level: bigint): Promise<void> {
+    // A level an older release stored is a number (N), never equal to a longer level: lower
+    // than `level` exactly when at or below the greatest number at or below it.
+    const number = numberAtOrBelow(level);
     try {
       await this.call('UpdateItem', group, partition, () =>
         this.options.client.send(
@@ -60,9 +70,12 @@ export class DynamoAckStore implements AckStore {
             Key: this.key(group, partition),
             UpdateExpression:
               'SET ackLevel = :level, updatedAt = :now, expiresAt = :expires ADD version :one',
-            ConditionExpression: 'attribute_not_exists(ackLevel) OR ackLevel < :level',
+            ConditionExpression: `attribute_not_exists(ackLevel) OR (attribute_type(ackLevel, :S) AND ackLevel < :level) OR (attribute_type(ackLevel, :N) AND ackLevel ${number === level ? '<' : '<='} :number)`,
             ExpressionAttributeValues: {
-              ':level': { N: level.toString() },
+              ':level': offsetAttribute(level),
+              ':number': { N: number.toString() },
+              ':S': { S: 'S' },
+              ':N': { S: 'N' },
               ':now': { N: String(Date.now()) },
               ':expires': { N: String(this.expiresAt(Date.now())) },
               ':one': { N: '1' },
@@ -88,17 +101,17 @@ export class DynamoAckStore implements AckStore {
       ),
     );
     const item = out.Item;
-    const level = item?.ackLevel?.N;
+    const level = offsetOf(item?.ackLevel);
     if (!item || level === undefined) return undefined;
     const holes = new Map<bigint, number>();
     for (const [offset, at] of Object.entries(item.holes?.M ?? {})) {
-      holes.set(BigInt(offset), Number(at.N ?? '0'));
+      holes.set(holeOffset(offset), Number(at.N ?? '0'));
     }
-    const floor = item.floor?.N;
+    const floor = offsetOf(item.floor);
     return {
-      ackLevel: BigInt(level),
+      ackLevel: level,
       holes,
-      ...(floor === undefined ? {} : { floor: BigInt(floor) }),
+      ...(floor === undefined ? {} : { floor }),
       version: Number(item.version?.N ?? '0'),
     };
   }
@@ -135,12 +148,12 @@ export class DynamoAckStore implements AckStore {
                     ? 'attribute_not_exists(version) OR version = :version'
                     : 'version = :version',
               ExpressionAttributeValues: {
-                ':level': { N: next.ackLevel.toString() },
+                ':level': offsetAttribute(next.ackLevel),
                 ':holes': { M: holes },
                 ':next': { N: String(next.version) },
                 ':now': { N: String(update.now) },
                 ':expires': { N: String(this.expiresAt(update.now)) },
-                ...(next.floor === undefined ? {} : { ':floor': { N: next.floor.toString() } }),
+                ...(next.floor === undefined ? {} : { ':floor': offsetAttribute(next.floor) }),
                 ...(stored === undefined ? {} : { ':version': { N: String(stored.version) } }),
               },
             }),
@@ -168,4 +181,10 @@ export class DynamoAckStore implements AckStore {
   private call<T>(op: string, group: string, partition: string, fn: () => Promise<T>): Promise<T> {
     return awsCall(op, this.options.tableName, [`${group}#${partition}`], fn);
   }
+}
+
+/** The offset of a hole's map key: its decimal digits. */
+function holeOffset(key: string): bigint {
+  if (!/^-?\d+$/.test(key)) throw new AckManagerError(`not a hole's offset: ${key.slice(0, 60)}`);
+  return BigInt(key);
 }
