@@ -1,5 +1,4 @@
 import { type Env, envPositive } from '../../kernel/env.js';
-import { ConfigError } from '../../kernel/errors.js';
 import { OUTBOX_RETENTION_SECONDS } from '../../kernel/limits.js';
 
 /** The HTTP broadcast API's settings (its key is in the auth room's). */
@@ -23,12 +22,14 @@ export function defaultBroadcastsConfig(): BroadcastsConfig {
 /** Reads {@link BroadcastsConfig} from an environment. */
 export function broadcastsConfigFromEnv(env: Env): BroadcastsConfig {
   const d = defaultBroadcastsConfig();
-  const idempotencyTtl = envPositive(env, 'LAMBDACABLE_IDEMPOTENCY_TTL', d.idempotencyTtl, true);
-  if (idempotencyTtl > OUTBOX_RETENTION_SECONDS) {
-    throw new ConfigError(
-      `LAMBDACABLE_IDEMPOTENCY_TTL must be at most ${OUTBOX_RETENTION_SECONDS} (the outbox's row retention: a retry finds what its first attempt wrote there), got: ${idempotencyTtl}`,
-      { variable: 'LAMBDACABLE_IDEMPOTENCY_TTL' },
-    );
-  }
-  return { idempotencyTtl };
+  return {
+    // At most the outbox's row retention: a retry finds what its first attempt wrote there.
+    idempotencyTtl: envPositive(
+      env,
+      'LAMBDACABLE_IDEMPOTENCY_TTL',
+      d.idempotencyTtl,
+      true,
+      OUTBOX_RETENTION_SECONDS,
+    ),
+  };
 }
