@@ -39,7 +39,7 @@ interface IdempotentRequest {
    */
   readonly key: string;
   readonly items: Items;
-  /** Where each message comes from in `items` (`withOrderedDisconnects`): its event id. */
+  /** Where each message comes from in `items` (`withOrderedDisconnects`): its event id's part. */
   readonly origins: readonly ItemOrigin[];
 }
 

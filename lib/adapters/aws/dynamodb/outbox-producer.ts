@@ -115,8 +115,8 @@ export class OutboxProducer implements CloseableProducer {
    * A message whose id is in the outbox already is taken as written, not written again: a
    * retry that gives every message the id it had (`requestEventIds`) writes only what the
    * failed attempt did not, each round still after the one before. (A transaction holding
-   * such a `Put` is cancelled and DynamoDB hands back the row; it is sent again without it:
-   * at most one more call per transaction.)
+   * such a `Put` is cancelled and DynamoDB hands back the row; it is sent again without it,
+   * so a retry pays one refused call per transaction the failed attempt committed.)
    */
   async publishAll(messages: readonly OutgoingMessage[], opts?: PublishOptions): Promise<void> {
     const table = this.options.tableName;
