@@ -8,14 +8,18 @@ import {
   BroadcastEvent,
   EncodeError,
   hasBroadcastKey,
+  IdempotencyKeyReusedError,
+  type ItemOrigin,
   LimitExceededError,
   MessageFormatError,
   parseBroadcastRequest,
   parseIdempotencyKey,
   RemoteCommandEvent,
+  requestEventIds,
+  requestFingerprint,
   withOrderedDisconnects,
 } from '../lib/core';
-import { idempotency } from './idempotency';
+import { idempotency, requestIds } from './idempotency';
 import {
   connectionReader,
   runtime,
@@ -29,9 +33,14 @@ type Messages = Awaited<ReturnType<typeof encodeAll>>;
 
 /** What a request's `Idempotency-Key` record is keyed on (`key`) and checked against (`items`). */
 interface IdempotentRequest {
-  /** The caller, if an authorizer named one, and the header: one caller's keys are its own. */
+  /**
+   * The caller, if an authorizer named one, and the header: one caller's keys are its own;
+   * `''` without the header.
+   */
   readonly key: string;
   readonly items: Items;
+  /** Where each message comes from in `items` (`withOrderedDisconnects`): its event id's part. */
+  readonly origins: readonly ItemOrigin[];
 }
 
 /**
@@ -41,7 +50,8 @@ interface IdempotentRequest {
  * `unsubscribe` of each stream its target holds (`withOrderedDisconnects`). A request's items are written all or none where
  * DynamoDB allows it (`OutboxProducer.publishAll`). With an `Idempotency-Key` header, a
  * repeat within `LAMBDACABLE_IDEMPOTENCY_TTL` gets the first answer and writes nothing
- * (Powertools Idempotency): 422 if its body differs, 409 while the first is in progress.
+ * (Powertools Idempotency): 422 if its body differs, 409 while the first is in progress; and
+ * a retry of a failed request writes only what the failed attempt did not (`write`).
  */
 export const handler = async (
   event: APIGatewayProxyEventV2,
@@ -89,14 +99,16 @@ export const handler = async (
     logger.warn('broadcast refused: cannot encode', { reason: error.message });
     return { statusCode: 422, body: error.message };
   }
-  if (key === undefined) return write({ key: '', items }, messages);
+  const { origins } = ordered;
+  if (key === undefined) return write({ key: '', items, origins }, messages);
   const { config: idempotencyConfig } = idempotency();
   // The record's in-progress lock ends when this invocation would time out.
   if (context) idempotencyConfig.registerLambdaContext(context);
   try {
-    return await idempotentWrite()({ key: `${callerOf(event)}#${key}`, items }, messages);
+    return await idempotentWrite()({ key: `${callerOf(event)}#${key}`, items, origins }, messages);
   } catch (error) {
-    if (error instanceof IdempotencyValidationError) {
+    // Powertools' record of the first body, or, after that attempt failed, its id base's.
+    if (error instanceof IdempotencyValidationError || error instanceof IdempotencyKeyReusedError) {
       logger.warn('broadcast refused: Idempotency-Key reused with another body');
       return { statusCode: 422, body: 'Idempotency-Key was used with a different body' };
     }
@@ -114,12 +126,25 @@ export const handler = async (
 /**
  * Writes a request's messages: 201, or the refusal of a value the producer checks before
  * the write. A failed write throws (500), and an Idempotency-Key's record is then deleted,
- * so a retry writes again: all or none was written (see `OutboxProducer.publishAll`).
+ * so a retry runs again. Under a key, each message's event id is the same on every attempt
+ * (`requestEventIds` on the first attempt's id base, kept by `requestIds`), so the retry
+ * writes only what is missing: the outbox refuses an id written already. Without a key, a
+ * failed request may have written its first rounds (see `OutboxProducer.publishAll`).
  */
-async function write(_request: IdempotentRequest, messages: Messages) {
+async function write(request: IdempotentRequest, messages: Messages) {
   const { logger } = runtime();
   try {
-    await runtimeProducer().publishAll(messages);
+    const ids =
+      request.key === ''
+        ? undefined
+        : requestEventIds(
+            await requestIds().claim(request.key, requestFingerprint(request.items)),
+            messages,
+            request.origins,
+          );
+    await runtimeProducer().publishAll(
+      ids ? messages.map((m, i) => ({ ...m, id: ids[i] })) : messages,
+    );
   } catch (error) {
     // The producer refuses, before the write, what the relay could not send.
     if (error instanceof LimitExceededError) return overLimit(error, logger);

@@ -6,6 +6,7 @@
 
 import { IdempotencyConfig } from '@aws-lambda-powertools/idempotency';
 import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
+import { DynamoRequestIdStore } from '../lib/aws';
 import { runtime } from './runtime';
 import { dynamodbClient } from './runtime/clients';
 
@@ -41,4 +42,23 @@ export function idempotency(): Idempotency {
     }),
   };
   return built;
+}
+
+let ids: DynamoRequestIdStore | undefined;
+
+/**
+ * The id base of each `Idempotency-Key`'s first attempt, beside its records in the
+ * `idempotency` table and kept as long (`LAMBDACABLE_IDEMPOTENCY_TTL`) from that attempt,
+ * also after a failure: a retry gives each message the id it had, and the outbox refuses what
+ * is written already. Built once per instance, on the shared client (it adds no middleware).
+ */
+export function requestIds(): DynamoRequestIdStore {
+  if (ids) return ids;
+  const { dynamodb, tables, config } = runtime();
+  ids = new DynamoRequestIdStore({
+    client: dynamodb,
+    tableName: tables.idempotency,
+    ttlSeconds: config.idempotencyTtl,
+  });
+  return ids;
 }

@@ -53,6 +53,10 @@ export {
   type DynamoRateLimiterOptions,
 } from './adapters/aws/dynamodb/rate-limiter.js';
 export {
+  DynamoRequestIdStore,
+  type DynamoRequestIdStoreOptions,
+} from './adapters/aws/dynamodb/request-ids.js';
+export {
   DynamoRevocationStore,
   type DynamoRevocationStoreOptions,
 } from './adapters/aws/dynamodb/revocations.js';

@@ -156,11 +156,14 @@ export {
 } from './realtime/broadcasts/http-request.js';
 export {
   type DisconnectReader,
+  type ItemOrigin,
   MAX_ORDERED_STREAMS,
   type OrderedDisconnect,
   orderedDisconnect,
   withOrderedDisconnects,
 } from './realtime/broadcasts/ordered-disconnect.js';
+export type { RequestIdStore } from './realtime/broadcasts/ports.js';
+export { requestEventIds, requestFingerprint } from './realtime/broadcasts/request-ids.js';
 export {
   type ComposeRealtimeOptions,
   composeRealtime,

@@ -1,7 +1,7 @@
 /**
  * `lambdacable/testing`: in-memory doubles of every port (broker, schema registry,
  * connections, management API, messaging, outbox, ack store, pinger layout and invoker,
- * presence), for a service's unit tests.
+ * presence, request ids), for a service's unit tests.
  */
 
 export { MemoryAckStore } from './adapters/memory/ack-store.js';
@@ -15,6 +15,10 @@ export { MemoryPingerLayoutStore } from './adapters/memory/pinger-layout.js';
 export { MemoryPresenceStore } from './adapters/memory/presence.js';
 export { type DeadLetter, MemoryQueue, type QueuedMessage } from './adapters/memory/queue.js';
 export { MemoryRateLimiter } from './adapters/memory/rate-limiter.js';
+export {
+  MemoryRequestIdStore,
+  type MemoryRequestIdStoreOptions,
+} from './adapters/memory/request-ids.js';
 export { MemorySchemaRegistry } from './adapters/memory/schema-registry.js';
 export { MemorySessionCache, type MemorySessionCacheOptions } from './adapters/memory/sessions.js';
 export { InProcessTaskRunner, InvocationFailedError } from './adapters/memory/task-runner.js';

@@ -40,14 +40,20 @@ export function envOneOf<T extends string>(
   });
 }
 
-/** A number above zero; a whole one when `integer`. */
-export function envPositive(env: Env, name: string, fallback: number, integer: boolean): number {
+/** A number above zero, and at most `max`; a whole one when `integer`. */
+export function envPositive(
+  env: Env,
+  name: string,
+  fallback: number,
+  integer: boolean,
+  max = Number.POSITIVE_INFINITY,
+): number {
   const value = envText(env, name)?.trim();
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
+  if (!Number.isFinite(n) || n <= 0 || n > max || (integer && !Number.isInteger(n))) {
     throw new ConfigError(
-      `${name} must be a positive ${integer ? 'integer' : 'number'}, got: ${env[name]}`,
+      `${name} must be a positive ${integer ? 'integer' : 'number'}${max < n ? ` up to ${max}` : ''}, got: ${env[name]}`,
       { variable: name },
     );
   }

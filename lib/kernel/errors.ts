@@ -202,6 +202,20 @@ export class LimitExceededError extends LambdacableError {
   }
 }
 
+/**
+ * An `Idempotency-Key` sent again with another request body (HTTP 422): the key names the
+ * first body's events, some of which may be written already.
+ */
+export class IdempotencyKeyReusedError extends LambdacableError {
+  /** The key as scoped: the caller, if one is named, `#` and the header. */
+  readonly scope: string;
+  constructor(fields: { scope: string }) {
+    super('Idempotency-Key was used with a different body');
+    this.name = 'IdempotencyKeyReusedError';
+    this.scope = fields.scope;
+  }
+}
+
 /** A value an Avro type cannot represent (a `long` outside int64, say). */
 export class AvroValueError extends LambdacableError {
   /** The Avro type that refused the value. */

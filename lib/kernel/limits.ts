@@ -38,6 +38,13 @@ export const MAX_BROADCAST_ITEMS = 100;
  */
 export const MAX_IDEMPOTENCY_KEY_CHARS = 255;
 /**
+ * Seconds an outbox row is kept by default (TTL from its `createdAt`): two days, longer than
+ * the DynamoDB Stream's 24 h. Also the longest `LAMBDACABLE_IDEMPOTENCY_TTL`: a retry with an
+ * `Idempotency-Key` finds what its first attempt wrote by those rows, so they must outlive
+ * the key.
+ */
+export const OUTBOX_RETENTION_SECONDS = 172_800;
+/**
  * Largest SQS message body the relay sends (SQS FIFO's 256 KiB). Every producer checks an
  * event's body as the relay would encode it ({@link MAX_ENVELOPE_OFFSET}), before commit.
  */

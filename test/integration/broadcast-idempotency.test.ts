@@ -1,8 +1,10 @@
 /**
- * Issue 22: `POST /_broadcast` with an `Idempotency-Key`. A client that retries after a 500
- * or a timeout with the same key does not duplicate what was written: a request's items are
- * written all or none (TransactWriteItems), and a repeat gets the first answer (Powertools
- * Idempotency in the `idempotency` table). Through the real handler, on DynamoDB Local.
+ * Issues 22 and 34: `POST /_broadcast` with an `Idempotency-Key`. A client that retries after
+ * a 500 or a timeout with the same key does not duplicate what was written: a repeat gets the
+ * first answer (Powertools Idempotency in the `idempotency` table), and a retry of a failed
+ * request gives each message the event id it had, so the outbox refuses what the failed
+ * attempt wrote (a round, a transaction of a split round, or all of it when only the answer
+ * was lost). Through the real handler, on DynamoDB Local; a failed call is injected.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { QueryCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
@@ -14,8 +16,11 @@ import type {
 import { beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { consumerGroupsFor } from '../../infra/deploy/consumers';
 import { queueUrlVariable, type TableName, tableVariable } from '../../infra/deploy/names';
-import { BROADCAST_TOPIC, MAX_IDEMPOTENCY_KEY_CHARS } from '../../lib/core';
+import { DynamoConnectionStore, DynamoRequestIdStore } from '../../lib/aws';
+import { BROADCAST_TOPIC, MAX_IDEMPOTENCY_KEY_CHARS, RemoteCommandEvent } from '../../lib/core';
+import { CLAIM_TTL_SECONDS, requestIdStoreContract } from '../contract/request-ids';
 import { testResources } from '../helpers/aws';
+import { outboxPoller, receiveAll } from '../helpers/relay';
 
 /** The consumer groups of this environment (read once, as a deployment's start reads them). */
 const consumerGroups = consumerGroupsFor(process.env);
@@ -29,6 +34,11 @@ let env: Env;
 let handler: typeof import('../../functions/http-broadcast').handler;
 /** The stream whose outbox write fails while set (see `failWritesOf`). */
 let doomed: string | undefined;
+/**
+ * The `nth` TransactWriteItems from now fails (see `failWritesOf`): before DynamoDB sees it,
+ * or, `lost`, after it committed (its answer lost, as in a timeout).
+ */
+let fault: { nth: number; lost: boolean } | undefined;
 
 let run = 0;
 /** Stream names of their own for each test. */
@@ -53,21 +63,27 @@ async function post(requestBody: string, key?: string): Promise<APIGatewayProxyS
   return (await handler(event, context)) as APIGatewayProxyStructuredResultV2;
 }
 
-/** Outbox rows of each stream. */
-async function written(names: readonly string[]): Promise<number[]> {
-  return Promise.all(
-    names.map(async (stream) => {
-      const out = await env.dynamodb.send(
-        new QueryCommand({
-          TableName: env.tables.outbox,
-          KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': { S: `${BROADCAST_TOPIC}#${stream}` } },
-          ConsistentRead: true,
-        }),
-      );
-      return out.Count ?? 0;
+/** The outbox rows of a key (a stream's), in event id order. */
+async function rows(key: string) {
+  const out = await env.dynamodb.send(
+    new QueryCommand({
+      TableName: env.tables.outbox,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': { S: `${BROADCAST_TOPIC}#${key}` } },
+      ConsistentRead: true,
     }),
   );
+  return out.Items ?? [];
+}
+
+/** Outbox rows of each stream. */
+async function written(names: readonly string[]): Promise<number[]> {
+  return Promise.all(names.map(async (stream) => (await rows(stream)).length));
+}
+
+/** The last character of each broadcast of a stream (its `data` ends the Avro), in id order. */
+async function datas(stream: string): Promise<(string | undefined)[]> {
+  return (await rows(stream)).map((i) => Buffer.from(i.payload!.B!).toString('latin1').at(-1));
 }
 
 async function idempotencyRecords(): Promise<number> {
@@ -80,7 +96,8 @@ async function idempotencyRecords(): Promise<number> {
 /**
  * Makes the write of `doomed`'s row fail in DynamoDB itself: in a transaction, its `Put` gets a
  * condition DynamoDB Local finds false (so the transaction is cancelled as a whole); in a
- * batch, the request that holds it fails.
+ * batch, the request that holds it fails. And fails the call `fault` names, whatever it holds
+ * (past the SDK's retries, which come later in the stack).
  */
 function failWritesOf(client: DynamoDBClient): void {
   client.middlewareStack.add(
@@ -93,6 +110,13 @@ function failWritesOf(client: DynamoDBClient): void {
       };
       const isDoomed = (pk: string | undefined) =>
         doomed !== undefined && pk === `${BROADCAST_TOPIC}#${doomed}`;
+      if (context.commandName === 'TransactWriteItemsCommand' && fault && --fault.nth === 0) {
+        const { lost } = fault;
+        fault = undefined;
+        if (!lost) throw new Error('injected failure of a TransactWriteItems');
+        await next(args);
+        throw new Error('injected loss of the answer of a committed TransactWriteItems');
+      }
       if (context.commandName === 'TransactWriteItemsCommand') {
         for (const item of input.TransactItems ?? []) {
           if (item.Put && isDoomed(item.Put.Item?.pk?.S)) {
@@ -224,16 +248,102 @@ describe('POST /_broadcast writes a request all or none', () => {
     const [stream] = streams(1);
     const items = [1, 2, 3].map((n) => ({ stream: stream!, data: String(n) }));
     expect(await post(JSON.stringify(items), 'key-rounds')).toMatchObject({ statusCode: 201 });
-    const out = await env.dynamodb.send(
-      new QueryCommand({
-        TableName: env.tables.outbox,
-        KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': { S: `${BROADCAST_TOPIC}#${stream}` } },
-        ConsistentRead: true,
-      }),
-    );
     // Sorted by event id (`sk`): the ids keep the request's order.
-    const payloads = (out.Items ?? []).map((i) => Buffer.from(i.payload!.B!).toString('latin1'));
-    expect(payloads.map((p) => p.at(-1))).toEqual(['1', '2', '3']);
+    expect(await datas(stream!)).toEqual(['1', '2', '3']);
   });
 });
+
+describe('POST /_broadcast retried with its Idempotency-Key writes each event once (issue 34)', () => {
+  const rounds = (a: string, b: string, last = '2') =>
+    JSON.stringify([
+      { stream: a, data: '1' },
+      { stream: a, data: last },
+      { stream: b, data: '1' },
+    ]);
+
+  it('writes only what a request failed in its second round did not: once in the outbox, once from the relay', async () => {
+    const [a, b] = streams(2) as [string, string];
+    // Round 1: a's first item and b's; round 2, committed after it: a's second.
+    fault = { nth: 2, lost: false };
+    await expect(post(rounds(a, b), 'key-round-2')).rejects.toThrow('injected failure');
+    expect(fault).toBeUndefined();
+    expect(await written([a, b])).toEqual([1, 1]);
+    expect(await post(rounds(a, b), 'key-round-2')).toEqual({ statusCode: 201, body: '' });
+    expect(await written([a, b])).toEqual([2, 1]);
+    expect(await datas(a)).toEqual(['1', '2']);
+    const { relay } = await import('../../functions/runtime');
+    await outboxPoller(env.outboxStreamArn!, relay()).drain();
+    const relayed = (await receiveAll(env.sqs, env.queues.broadcast!.url))
+      .map((m) => m.Attributes?.MessageGroupId)
+      .filter((group) => group === a || group === b);
+    expect(relayed.sort()).toEqual([a, a, b].sort());
+  });
+
+  it('writes only what failed in the second transaction of a round over 100 items, the disconnect’s new stream too', async () => {
+    const names = streams(151);
+    const [late] = names.splice(150, 1) as [string];
+    const connectionId = `idem-conn-${run}`;
+    const store = new DynamoConnectionStore({
+      client: env.dynamodb,
+      tableName: env.tables.connections,
+    });
+    const hold = (stream: string) =>
+      store.addSubscription({ connectionId, stream, identifier: `id-${stream}` });
+    await Promise.all(names.map(hold));
+    // An unsubscribe of each of its 150 streams, then the disconnect: one round of 151 Puts,
+    // in two transactions.
+    const kick = { command: 'disconnect', payload: { connectionId } };
+    const request = JSON.stringify([kick]);
+    fault = { nth: 2, lost: false };
+    await expect(post(request, 'key-split')).rejects.toThrow('injected failure');
+    expect((await written(names)).filter((n) => n === 1)).toHaveLength(100);
+    await hold(late); // the retry reads one stream more
+    expect(await post(request, 'key-split')).toEqual({ statusCode: 201, body: '' });
+    expect(await written([...names, late])).toEqual([...names, late].map(() => 1));
+    const disconnectKey = RemoteCommandEvent.keyOf({
+      command: 'disconnect',
+      payload: JSON.stringify(kick.payload),
+    })!;
+    expect(await rows(disconnectKey)).toHaveLength(1);
+  });
+
+  it('writes nothing again when the request committed but its answer was lost', async () => {
+    const names = streams(3);
+    fault = { nth: 1, lost: true };
+    await expect(post(body(names), 'key-lost')).rejects.toThrow('injected loss');
+    expect(await written(names)).toEqual([1, 1, 1]);
+    expect(await post(body(names), 'key-lost')).toEqual({ statusCode: 201, body: '' });
+    expect(await written(names)).toEqual([1, 1, 1]);
+  });
+
+  it('answers 422 to a retry with another body after a failed attempt, and writes none of it', async () => {
+    const [a, b] = streams(2) as [string, string];
+    fault = { nth: 2, lost: false };
+    await expect(post(rounds(a, b), 'key-other-body')).rejects.toThrow('injected failure');
+    expect(await post(rounds(a, b, 'x'), 'key-other-body')).toEqual({
+      statusCode: 422,
+      body: 'Idempotency-Key was used with a different body',
+    });
+    expect(await post(rounds(a, b), 'key-other-body')).toEqual({ statusCode: 201, body: '' });
+    expect(await datas(a)).toEqual(['1', '2']);
+  });
+
+  it('without the header, as documented: a repeat of a request failed in its second round writes its first round again', async () => {
+    const [a, b] = streams(2) as [string, string];
+    fault = { nth: 2, lost: false };
+    await expect(post(rounds(a, b))).rejects.toThrow('injected failure');
+    expect(await post(rounds(a, b))).toEqual({ statusCode: 201, body: '' });
+    expect(await written([a, b])).toEqual([3, 2]);
+  });
+});
+
+requestIdStoreContract(
+  'DynamoRequestIdStore (DynamoDB Local)',
+  async (clock) =>
+    new DynamoRequestIdStore({
+      client: env.dynamodb,
+      tableName: env.tables.idempotency,
+      ttlSeconds: CLAIM_TTL_SECONDS,
+      clock,
+    }),
+);

@@ -71,28 +71,42 @@ export async function orderedDisconnect(
   };
 }
 
+/** Where an item of {@link withOrderedDisconnects}' answer comes from. */
+export interface ItemOrigin {
+  /** The index of the request item it is, or was added for. */
+  readonly index: number;
+  /** Whether it was added: a targeted `unsubscribe` before a remote `disconnect`. */
+  readonly added: boolean;
+}
+
 /**
  * An HTTP broadcast request's items with each remote `disconnect` put in order
  * ({@link orderedDisconnect}): its `unsubscribe`s go right before it, so that a broadcast
  * earlier in the request is committed before them and one later after them. `unordered`
- * adds up what each left out.
+ * adds up what each left out; `origins[i]` says where `items[i]` comes from.
  */
 export async function withOrderedDisconnects(
   reader: DisconnectReader,
   items: readonly BroadcastRequestItem[],
-): Promise<{ items: BroadcastRequestItem[]; unordered: number }> {
+): Promise<{ items: BroadcastRequestItem[]; origins: ItemOrigin[]; unordered: number }> {
   const out: BroadcastRequestItem[] = [];
+  const origins: ItemOrigin[] = [];
   let unordered = 0;
-  for (const item of items) {
+  for (const [index, item] of items.entries()) {
     if (item.kind !== 'command') {
       out.push(item);
+      origins.push({ index, added: false });
       continue;
     }
     const ordered = await orderedDisconnect(reader, item.command);
     unordered += ordered.unordered;
-    out.push(...ordered.commands.map((command) => ({ kind: 'command' as const, command })));
+    const last = ordered.commands.length - 1;
+    for (const [i, command] of ordered.commands.entries()) {
+      out.push({ kind: 'command', command });
+      origins.push({ index, added: i < last });
+    }
   }
-  return { items: out, unordered };
+  return { items: out, origins, unordered };
 }
 
 /**

@@ -117,6 +117,8 @@ describe('configFromEnv', () => {
     ['LAMBDACABLE_JWT_MAX_AGE', 'a day'],
     ['LAMBDACABLE_MAX_SUBSCRIPTIONS', '0'],
     ['LAMBDACABLE_MAX_SUBSCRIPTIONS', '1.5'],
+    // Over the outbox's 2-day row retention: a retry could no longer find what was written.
+    ['LAMBDACABLE_IDEMPOTENCY_TTL', '172801'],
   ])('throws a ConfigError naming %s=%s', (variable, value) => {
     const error = (() => {
       try {

@@ -2,6 +2,7 @@ import {
   type AttributeValue,
   BatchWriteItemCommand,
   type DynamoDBClient,
+  TransactionCanceledException,
   TransactWriteItemsCommand,
 } from '@aws-sdk/client-dynamodb';
 import { newEventId } from '../../../events/event-id.js';
@@ -110,6 +111,12 @@ export class OutboxProducer implements CloseableProducer {
    * a transaction committed after the one before, and their ids sort in the given order.
    * Refuses, before any write, what {@link publish} refuses; a failed round rejects with
    * {@link AwsResourceError}, and the rounds before it stay written.
+   *
+   * A message whose id is in the outbox already is taken as written, not written again: a
+   * retry that gives every message the id it had (`requestEventIds`) writes only what the
+   * failed attempt did not, each round still after the one before. (A transaction holding
+   * such a `Put` is cancelled and DynamoDB hands back the row; it is sent again without it,
+   * so a retry pays one refused call per transaction the failed attempt committed.)
    */
   async publishAll(messages: readonly OutgoingMessage[], opts?: PublishOptions): Promise<void> {
     const table = this.options.tableName;
@@ -129,20 +136,42 @@ export class OutboxProducer implements CloseableProducer {
     });
     for (const round of rounds) {
       for (let i = 0; i < round.length; i += MAX_TRANSACTION_ITEMS) {
-        const items = round.slice(i, i + MAX_TRANSACTION_ITEMS);
+        await this.commit(round.slice(i, i + MAX_TRANSACTION_ITEMS));
+      }
+    }
+  }
+
+  /** Puts `items` in one transaction, less those already in the outbox (see {@link publishAll}). */
+  private async commit(items: readonly Record<string, AttributeValue>[]): Promise<void> {
+    const table = this.options.tableName;
+    let rest = items;
+    while (rest.length > 0) {
+      const sending = rest;
+      try {
         await awsCall(
           'TransactWriteItems',
           table,
-          items.map((item) => item.sk?.S ?? ''),
+          sending.map((item) => item.sk?.S ?? ''),
           () =>
             this.options.client.send(
               new TransactWriteItemsCommand({
-                TransactItems: items.map((Item) => ({
-                  Put: { TableName: table, Item, ConditionExpression: 'attribute_not_exists(pk)' },
+                TransactItems: sending.map((Item) => ({
+                  Put: {
+                    TableName: table,
+                    Item,
+                    ConditionExpression: 'attribute_not_exists(pk)',
+                    // The row that fails the condition: the proof that it was written.
+                    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+                  },
                 })),
               }),
             ),
         );
+        return;
+      } catch (error) {
+        const written = writtenAlready(error);
+        if (!written) throw error;
+        rest = sending.filter((_, index) => !written.has(index));
       }
     }
   }
@@ -221,4 +250,20 @@ export class OutboxProducer implements CloseableProducer {
       await new Promise((r) => setTimeout(r, Math.min(1000, 25 * 2 ** attempt)));
     }
   }
+}
+
+/**
+ * The indexes of a cancelled transaction's `Put`s whose row is in the outbox already, when
+ * those are the only reason it was cancelled; else `undefined` (a failure to throw).
+ */
+function writtenAlready(error: unknown): Set<number> | undefined {
+  const cause = error instanceof AwsResourceError ? error.cause : undefined;
+  if (!(cause instanceof TransactionCanceledException)) return undefined;
+  const written = new Set<number>();
+  for (const [index, reason] of (cause.CancellationReasons ?? []).entries()) {
+    if (reason.Code === 'None') continue;
+    if (reason.Code !== 'ConditionalCheckFailed' || !reason.Item) return undefined;
+    written.add(index);
+  }
+  return written.size > 0 ? written : undefined;
 }

@@ -14,6 +14,7 @@ import {
 } from '../../../events/checks.js';
 import type { EventType } from '../../../events/event.js';
 import { EncodeError, MessageFormatError } from '../../../kernel/errors.js';
+import { OUTBOX_RETENTION_SECONDS } from '../../../kernel/limits.js';
 import type { OutboxRecord, TxOutbox } from '../../../outbox/types.js';
 import { awsCall } from '../call.js';
 
@@ -23,16 +24,18 @@ export const MAX_ITEM_BYTES = 400 * 1024;
 /**
  * Two days: longer than the DynamoDB Stream's 24 h, so that every record the stream still
  * holds has its outbox row (TTL counts from the producer's clock, and may delete early) and a
- * relay failure can be replayed from the outbox (`replayRelayFailure`).
+ * relay failure can be replayed from the outbox (`replayRelayFailure`); and at least an
+ * `Idempotency-Key`'s TTL, so that a retry finds the rows its first attempt wrote.
  */
-const DEFAULT_RETENTION_SECONDS = 172_800;
+const DEFAULT_RETENTION_SECONDS = OUTBOX_RETENTION_SECONDS;
 
 /** Options of {@link DynamoOutbox}. */
 export interface DynamoOutboxOptions {
   readonly tableName: string;
   /**
    * Seconds an outbox row is kept (TTL, from its `createdAt`). Keep it above the stream's
-   * 24 h: a relay failure is replayed from the rows its stream records name.
+   * 24 h: a relay failure is replayed from the rows its stream records name; and at least
+   * the `Idempotency-Key` TTL of a `POST /_broadcast` writing here (`DynamoRequestIds`).
    * @default 172800
    */
   readonly retentionSeconds?: number;
