@@ -19,8 +19,9 @@ export interface LambdaTaskRunnerOptions {
  * Runs each fan-out task in an invocation of the `deliver` function (`Invoke`,
  * `RequestResponse`): the caller waits for its report, so a stream's frames stay in order.
  * Its failures say what became of the invocation ({@link TaskInvocationError}): refused
- * (`TooManyRequestsException`: `not-started`), failed or killed at its timeout (a
- * `FunctionError`: `ended`), or anything else, no answer (`unknown`: it may still run). The
+ * (`TooManyRequestsException`: `not-started`); the handler threw (a `FunctionError`:
+ * `ended`, it waited for its sub-tasks); killed (`Sandbox.Timedout`, `Runtime.*`, `Task timed
+ * out`: `unknown`, what it invoked may run on); no answer at all (`unknown`: it may still run). The
  * client must make one attempt (`maxAttempts: 1`): an SDK that sends an Invoke again after a
  * lost answer starts a second copy of a task that may still be running.
  */
@@ -51,9 +52,12 @@ export class LambdaTaskRunner implements FanoutTaskRunner {
     }
     const text = out.Payload ? new TextDecoder().decode(out.Payload) : '';
     if (out.FunctionError) {
+      const reason = reasonOf(text);
+      // Killed (its timeout, out of memory, a crash): the tasks it invoked may run on.
+      const killed = /^(Sandbox|Runtime)\.|Task timed out/.test(reason);
       throw new TaskInvocationError(
-        `Invoke on ${functionName} failed for ${stream}: ${out.FunctionError}: ${reasonOf(text)}`,
-        'ended',
+        `Invoke on ${functionName} failed for ${stream}: ${out.FunctionError}: ${reason}`,
+        killed ? 'unknown' : 'ended',
       );
     }
     return JSON.parse(text) as FanoutTaskReport;
