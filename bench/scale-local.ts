@@ -1,9 +1,11 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LOCAL_PREFIX } from '../infra/local/environment';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../infra/local/services';
 import { freeStackPorts, startLocalStack } from '../infra/local/stack';
 import { DynamoConnectionStore } from '../lib/aws';
 import type { FanoutTaskReport } from '../lib/core';
 import { forEachConcurrently } from '../lib/kernel/concurrency';
+import { LambdaStandIn } from './lambda-stand-in';
 import { ManagementStandIn, wrongDeliveries } from './management-stand-in';
 
 /** Options of {@link runLocalScale}. */
@@ -19,6 +21,12 @@ export interface LocalScaleOptions {
    * @default a tenth of a second's worth of `ratePerSecond`
    */
   readonly burst?: number;
+  /**
+   * `deliver` invocations running at once past which Invoke answers 429
+   * `TooManyRequestsException` (a Lambda stand-in in front of serverless-offline's, which runs
+   * every Invoke at once). @default unlimited: no stand-in
+   */
+  readonly invokeConcurrency?: number;
   /** The most time for every frame to reach every subscriber, in ms. */
   readonly timeoutMs?: number;
   /** Progress lines. @default none */
@@ -42,6 +50,10 @@ export interface LocalScaleResult {
   readonly everyFrameOnceInOrder: boolean;
   /** Posts the stand-in answered 429. */
   readonly throttledPosts: number;
+  /** `deliver` Invokes the Lambda stand-in answered 429 (0 without `invokeConcurrency`). */
+  readonly throttledInvokes: number;
+  /** The most `deliver` invocations that ran at once behind the Lambda stand-in. */
+  readonly maxConcurrentTasks: number;
   /** Frames some subscriber never got. */
   readonly lostFrames: number;
   readonly duplicates: number;
@@ -70,6 +82,14 @@ export async function runLocalScale(options: LocalScaleOptions): Promise<LocalSc
     ...(options.burst === undefined ? {} : { burst: options.burst }),
   });
   const endpoint = await standIn.start();
+  const lambda =
+    options.invokeConcurrency === undefined
+      ? undefined
+      : new LambdaStandIn({
+          functions: [`${LOCAL_PREFIX}-deliver`],
+          concurrencyLimit: options.invokeConcurrency,
+        });
+  const lambdaEndpoint = await lambda?.start();
   const reports: FanoutTaskReport[] = [];
   let pending = '';
   const stack = await startLocalStack({
@@ -78,6 +98,7 @@ export async function runLocalScale(options: LocalScaleOptions): Promise<LocalSc
     output: 'quiet',
     watch: false,
     managementEndpoint: endpoint,
+    ...(lambdaEndpoint ? { lambdaEndpoint } : {}),
     // The broadcast consumer logs each delivery by tasks with its report.
     onOutput: (text) => {
       const lines = (pending + text).split('\n');
@@ -92,6 +113,7 @@ export async function runLocalScale(options: LocalScaleOptions): Promise<LocalSc
       }
     },
   });
+  lambda?.forwardTo(`http://127.0.0.1:${stack.env.LAMBDACABLE_LAMBDA_PORT}`);
   const client = new DynamoDBClient({
     endpoint: stack.dynamodbEndpoint,
     region: LOCAL_REGION,
@@ -165,6 +187,8 @@ export async function runLocalScale(options: LocalScaleOptions): Promise<LocalSc
       everyFrameOnceInOrder:
         wrong.missing === 0 && wrong.duplicated === 0 && wrong.outOfOrder === 0,
       throttledPosts: standIn.throttled,
+      throttledInvokes: lambda?.throttled ?? 0,
+      maxConcurrentTasks: lambda?.maxRunning ?? 0,
       lostFrames,
       duplicates: wrong.duplicated,
       outOfOrder: wrong.outOfOrder,
@@ -174,5 +198,6 @@ export async function runLocalScale(options: LocalScaleOptions): Promise<LocalSc
     client.destroy();
     await stack.stop();
     await standIn.stop();
+    await lambda?.stop();
   }
 }

@@ -10,12 +10,17 @@ import { runLocalScale } from '../../bench/scale-local';
  * sometimes none were.
  */
 describe('the local stack with 10,000 subscribers of one stream', () => {
-  it('delivers every frame to every subscriber once and in order, through deliver tasks of bounded work, while posts are throttled', async () => {
+  it('delivers every frame to every subscriber once and in order, through deliver tasks of bounded work, while posts and Invokes are throttled', async () => {
     const result = await runLocalScale({
       subscribers: 10_000,
       frames: 3,
       ratePerSecond: 2_000,
       burst: 20,
+      // Fewer `deliver` invocations at once than a frame's tasks (16 slices, each handing its
+      // ~625 subscribers to 2 tasks): Invokes are refused as Lambda refuses them over its
+      // concurrency, and a refused task is tried again, not lost. (At or under the 16 parents
+      // that wait for their tasks, no task could run until the deadlines: see docs/scale.md.)
+      invokeConcurrency: 20,
       timeoutMs: 180_000,
     });
     expect({
@@ -25,6 +30,8 @@ describe('the local stack with 10,000 subscribers of one stream', () => {
     }).toEqual({ lostFrames: 0, duplicates: 0, outOfOrder: 0 });
     expect(result.everyFrameOnceInOrder).toBe(true);
     expect(result.throttledPosts).toBeGreaterThan(0);
+    expect(result.throttledInvokes).toBeGreaterThan(0);
+    expect(result.maxConcurrentTasks).toBeLessThanOrEqual(20);
     // Delivered by tasks: more than one invocation, none posting more than a task's 500.
     expect(result.invocations).toBeGreaterThan(1);
     expect(result.maxPostsPerInvocation).toBeGreaterThan(0);

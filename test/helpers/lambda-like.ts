@@ -137,15 +137,3 @@ export function fanoutOver(
     tasks: { ...tasks, runner },
   });
 }
-
-/** A seeded random number generator (mulberry32), so that a failing run can be run again. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

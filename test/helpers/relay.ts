@@ -2,6 +2,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import {
   DeleteMessageCommand,
   ReceiveMessageCommand,
+  SendMessageCommand,
   type SQSClient,
   type Message as SqsMessage,
 } from '@aws-sdk/client-sqs';
@@ -143,4 +144,19 @@ export async function receive(
     }),
   );
   return r.Messages ?? [];
+}
+
+/**
+ * Sends a message that is no envelope to a consumer queue, in group `D`, as a producer that
+ * bypassed the relay would: the consumer must park it as poison.
+ */
+export async function sendNotAnEnvelope(sqs: SQSClient, queueUrl: string): Promise<void> {
+  await sqs.send(
+    new SendMessageCommand({
+      QueueUrl: queueUrl,
+      MessageBody: 'this is not an envelope',
+      MessageGroupId: 'D',
+      MessageDeduplicationId: `d-${Date.now()}`,
+    }),
+  );
 }

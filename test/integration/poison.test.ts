@@ -2,7 +2,6 @@ import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import {
   ReceiveMessageCommand,
-  SendMessageCommand,
   SetQueueAttributesCommand,
   SQSClient,
   type Message as SqsMessage,
@@ -31,7 +30,7 @@ import {
 import { MemorySchemaRegistry } from '../../lib/testing';
 import { testResources } from '../helpers/aws';
 import { fastRetry, injectThrottling } from '../helpers/faults';
-import { outboxPoller, receiveAll } from '../helpers/relay';
+import { outboxPoller, receiveAll, sendNotAnEnvelope } from '../helpers/relay';
 import { invokeOnSqs, redriveDlq } from '../helpers/sqs-lambda';
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -284,14 +283,7 @@ describe('a consumer: poison versus transient (DynamoDB Local + fauxqs)', () => 
       await producer.publish({ key, value: bytes(value) });
     }
     await drain();
-    await env.sqs.send(
-      new SendMessageCommand({
-        QueueUrl: queue.url,
-        MessageBody: 'this is not an envelope',
-        MessageGroupId: 'D',
-        MessageDeduplicationId: `d-${Date.now()}`,
-      }),
-    );
+    await sendNotAnEnvelope(env.sqs, queue.url);
 
     // DynamoDB throttles the handler's reads until `throttling` is lifted.
     let throttling = true;

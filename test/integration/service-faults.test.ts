@@ -1,5 +1,4 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import {
   type ConsumedMessage,
@@ -13,7 +12,7 @@ import { testResources } from '../helpers/aws';
 import { OrderPlaced, testTopics } from '../helpers/events';
 import { injectStaleReads } from '../helpers/faults';
 import { type LoadBalancer, loadBalancer } from '../helpers/outage';
-import { outboxPoller, receiveAll } from '../helpers/relay';
+import { outboxPoller, receiveAll, sendNotAnEnvelope } from '../helpers/relay';
 import { invokeOnSqs } from '../helpers/sqs-lambda';
 
 const quiet = { error: () => {}, warn: () => {} };
@@ -57,14 +56,7 @@ async function scenario(label: string, registryClient: () => DynamoDBClient) {
     env.outboxStreamArn!,
     new OutboxRelay({ sqs: env.sqs, routes: { orders: [queue.url] }, onRefused: () => {} }),
   ).drain();
-  await env.sqs.send(
-    new SendMessageCommand({
-      QueueUrl: queue.url,
-      MessageBody: 'this is not an envelope',
-      MessageGroupId: 'D',
-      MessageDeduplicationId: `d-${Date.now()}`,
-    }),
-  );
+  await sendNotAnEnvelope(env.sqs, queue.url);
 
   const topics = testTopics();
   const codec = new AvroCodec(

@@ -32,6 +32,12 @@ export interface OfflineOptions {
    * that answers as API Gateway does (the scale bench's). @default serverless-offline's
    */
   readonly managementEndpoint?: string;
+  /**
+   * The Lambda API the functions (and the pollers) invoke, instead of serverless-offline's
+   * own: a stand-in in front of it that refuses Invokes as Lambda does over its concurrency
+   * (the scale run's). @default serverless-offline's
+   */
+  readonly lambdaEndpoint?: string;
   /** How long to wait for serverless-offline. @default 120 000 ms */
   readonly startupTimeoutMs?: number;
   /** How a port given as 0 is picked; for tests. @default {@link freePort} */
@@ -124,7 +130,7 @@ export async function startOfflineOn(
       ...base,
       LAMBDACABLE_MANAGEMENT_ENDPOINT:
         options.managementEndpoint ?? `http://${LOCAL_HOST}:${ports.ws}`,
-      LAMBDACABLE_LAMBDA_ENDPOINT: `http://${LOCAL_HOST}:${ports.lambda}`,
+      LAMBDACABLE_LAMBDA_ENDPOINT: options.lambdaEndpoint ?? `http://${LOCAL_HOST}:${ports.lambda}`,
       LAMBDACABLE_WS_PORT: String(ports.ws),
       LAMBDACABLE_HTTP_PORT: String(ports.http),
       LAMBDACABLE_LAMBDA_PORT: String(ports.lambda),

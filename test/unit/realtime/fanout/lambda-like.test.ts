@@ -6,12 +6,8 @@ import type {
   FanoutTasksOptions,
 } from '../../../../lib/core';
 import { MemoryConnectionStore } from '../../../../lib/testing';
-import {
-  fanoutOver,
-  LambdaLikeRunner,
-  seeded,
-  type Unkindness,
-} from '../../../helpers/lambda-like';
+import { seededRandom } from '../../../helpers/faults';
+import { fanoutOver, LambdaLikeRunner, type Unkindness } from '../../../helpers/lambda-like';
 
 /** The offsets each connection was posted, in the order posted. */
 class OrderApi implements ConnectionApi {
@@ -42,7 +38,7 @@ async function broadcastUnder(
     await store.addSubscription({ connectionId: `c${i}`, stream: 'live', identifier: 'id' });
   }
   const api = new OrderApi();
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const tasks = { taskSize: 10, retryBudgetMs: 200, ...(timing ? { timing } : {}) };
   const build = (post: ConnectionApi, invoke: FanoutTaskRunner): Fanout =>
     fanoutOver(store, post, invoke, tasks);
