@@ -54,6 +54,8 @@ export interface LocalScaleResult {
   readonly throttledInvokes: number;
   /** The most `deliver` invocations that ran at once behind the Lambda stand-in. */
   readonly maxConcurrentTasks: number;
+  /** The functions' log lines of fan-out tasks run again or given up (a failure's why). */
+  readonly taskFailures: readonly string[];
   /** Frames some subscriber never got. */
   readonly lostFrames: number;
   readonly duplicates: number;
@@ -91,6 +93,7 @@ export async function runLocalScale(options: LocalScaleOptions): Promise<LocalSc
         });
   const lambdaEndpoint = await lambda?.start();
   const reports: FanoutTaskReport[] = [];
+  const taskFailures: string[] = [];
   let pending = '';
   const stack = await startLocalStack({
     ...freeStackPorts(),
@@ -104,6 +107,9 @@ export async function runLocalScale(options: LocalScaleOptions): Promise<LocalSc
       const lines = (pending + text).split('\n');
       pending = lines.pop() ?? '';
       for (const line of lines) {
+        if (/"fan-out task failed|"fan-out part given up/.test(line)) {
+          taskFailures.push(line.slice(line.indexOf('{')).slice(0, 400));
+        }
         if (!line.includes('"fan-out tasks"')) continue;
         try {
           reports.push(JSON.parse(line.slice(line.indexOf('{'))) as FanoutTaskReport);
@@ -189,6 +195,7 @@ export async function runLocalScale(options: LocalScaleOptions): Promise<LocalSc
       throttledPosts: standIn.throttled,
       throttledInvokes: lambda?.throttled ?? 0,
       maxConcurrentTasks: lambda?.maxRunning ?? 0,
+      taskFailures,
       lostFrames,
       duplicates: wrong.duplicated,
       outOfOrder: wrong.outOfOrder,

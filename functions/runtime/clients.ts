@@ -61,20 +61,32 @@ export const POST_TIMEOUTS = {
 } as const;
 
 /**
- * A management API client for one endpoint. It makes one attempt, within
- * {@link POST_TIMEOUTS}: the adapter retries throttles and 5xx itself, then the fan-out in
- * later passes.
+ * The post timeouts against an emulator of the management API (`LAMBDACABLE_MANAGEMENT_ENDPOINT`
+ * set: serverless-offline, or the scale run's stand-in): serverless-offline answers a post in
+ * seconds under a crowd of clients on a loaded machine, where API Gateway takes 10 to 30 ms.
+ */
+export const EMULATOR_POST_TIMEOUTS = {
+  connectionTimeout: 10_000,
+  requestTimeout: 30_000,
+  throwOnRequestTimeout: true,
+} as const;
+
+/**
+ * A management API client for one endpoint. It makes one attempt, within `timeouts`
+ * ({@link POST_TIMEOUTS} on AWS): the adapter retries throttles and 5xx itself, then the
+ * fan-out in later passes.
  */
 export function managementClient(
   record: Recorder,
   endpoint: string,
+  timeouts: typeof POST_TIMEOUTS | typeof EMULATOR_POST_TIMEOUTS = POST_TIMEOUTS,
 ): ApiGatewayManagementApiClient {
   return record(
     new ApiGatewayManagementApiClient({
       ...CLIENT_DEFAULTS,
       endpoint,
       maxAttempts: 1,
-      requestHandler: POST_TIMEOUTS,
+      requestHandler: timeouts,
     }),
   );
 }

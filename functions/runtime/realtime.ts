@@ -41,7 +41,7 @@ import {
   type Realtime,
   type SessionCache,
 } from '../../lib/core';
-import { lambdaClient, managementClient } from './clients';
+import { EMULATOR_POST_TIMEOUTS, lambdaClient, managementClient, POST_TIMEOUTS } from './clients';
 import { required } from './env';
 import { part, runtime } from './instance';
 import { registeredSchemas } from './messaging';
@@ -76,8 +76,10 @@ function adapters(): WebSocketAdapters {
       }),
       api: new ApiGatewayConnectionApi({
         ...(override ? { endpoint: override } : {}),
-        // One management client per endpoint, each with the call recorder.
-        createClient: (endpoint) => managementClient(record, endpoint),
+        // One management client per endpoint, each with the call recorder; an emulator's
+        // posts get more time than API Gateway's.
+        createClient: (endpoint) =>
+          managementClient(record, endpoint, override ? EMULATOR_POST_TIMEOUTS : POST_TIMEOUTS),
       }),
       sessions: new DynamoSessionCache({
         client: dynamodb,

@@ -20,18 +20,22 @@ describe('the local stack with 10,000 subscribers of one stream', () => {
       // ~625 subscribers to 2 tasks): Invokes are refused as Lambda refuses them over its
       // concurrency, and a refused task is tried again, not lost. (At or under the 16 parents
       // that wait for their tasks, no task could run until the deadlines: see docs/scale.md.)
-      invokeConcurrency: 20,
-      timeoutMs: 180_000,
+      invokeConcurrency: 24,
+      timeoutMs: 300_000,
     });
-    expect({
-      lostFrames: result.lostFrames,
-      duplicates: result.duplicates,
-      outOfOrder: result.outOfOrder,
-    }).toEqual({ lostFrames: 0, duplicates: 0, outOfOrder: 0 });
+    // The tasks' failures, if any, say why a frame went missing.
+    expect(
+      {
+        lostFrames: result.lostFrames,
+        duplicates: result.duplicates,
+        outOfOrder: result.outOfOrder,
+      },
+      result.taskFailures.join('\n'),
+    ).toEqual({ lostFrames: 0, duplicates: 0, outOfOrder: 0 });
     expect(result.everyFrameOnceInOrder).toBe(true);
     expect(result.throttledPosts).toBeGreaterThan(0);
     expect(result.throttledInvokes).toBeGreaterThan(0);
-    expect(result.maxConcurrentTasks).toBeLessThanOrEqual(20);
+    expect(result.maxConcurrentTasks).toBeLessThanOrEqual(24);
     // Delivered by tasks: more than one invocation, none posting more than a task's 500.
     expect(result.invocations).toBeGreaterThan(1);
     expect(result.maxPostsPerInvocation).toBeGreaterThan(0);

@@ -19,7 +19,7 @@ export interface LambdaTaskRunnerOptions {
  * Runs each fan-out task in an invocation of the `deliver` function (`Invoke`,
  * `RequestResponse`): the caller waits for its report, so a stream's frames stay in order.
  * Its failures say what became of the invocation ({@link TaskInvocationError}): refused
- * (`TooManyRequestsException`: `not-started`); the handler threw (a `FunctionError`:
+ * (`TooManyRequestsException`, or no connection made: `not-started`); the handler threw (a `FunctionError`:
  * `ended`, it waited for its sub-tasks); killed (`Sandbox.Timedout`, `Runtime.*`, `Task timed
  * out`: `unknown`, what it invoked may run on); no answer at all (`unknown`: it may still run). The
  * client must make one attempt (`maxAttempts: 1`): an SDK that sends an Invoke again after a
@@ -43,7 +43,10 @@ export class LambdaTaskRunner implements FanoutTaskRunner {
       );
     } catch (error) {
       const cause = (error as { cause?: unknown }).cause;
-      const refused = nameOf(cause) === 'TooManyRequestsException';
+      // Refused by Lambda, or no connection made (nothing was sent): it never ran.
+      const refused =
+        nameOf(cause) === 'TooManyRequestsException' ||
+        (cause as { code?: unknown } | undefined)?.code === 'ECONNREFUSED';
       throw new TaskInvocationError(
         errorMessage(error),
         refused ? 'not-started' : 'unknown',

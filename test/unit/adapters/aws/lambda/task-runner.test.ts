@@ -56,6 +56,13 @@ describe('LambdaTaskRunner: what became of a failed invocation', () => {
     expect(await outcomeOf(async () => answer)).toBe('unknown');
   });
 
+  it('no connection made (ECONNREFUSED): not started', async () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:3002'), {
+      code: 'ECONNREFUSED',
+    });
+    expect(await outcomeOf(() => Promise.reject(refused))).toBe('not-started');
+  });
+
   it('no answer (a reset connection): unknown', async () => {
     const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
     expect(await outcomeOf(() => Promise.reject(reset))).toBe('unknown');
