@@ -24,6 +24,8 @@ export interface Unkindness {
   readonly coldStartMs: number;
   /** A post's time, ms: from 0 to this. */
   readonly postMs: number;
+  /** How much later an orphan starts than its caller gave up, ms. @default 20 */
+  readonly orphanLagMs?: number;
 }
 
 /** What happened under the runner. */
@@ -92,7 +94,9 @@ export class LambdaLikeRunner implements FanoutTaskRunner {
     const fate = this.random();
     const orphaned = fate < this.unkind.orphan;
     // An orphan is slow (why its caller gave up): it posts after the caller has gone on.
-    const cold = (this.random() < 0.2 ? this.unkind.coldStartMs : 0) + (orphaned ? 20 : 0);
+    const cold =
+      (this.random() < 0.2 ? this.unkind.coldStartMs : 0) +
+      (orphaned ? (this.unkind.orphanLagMs ?? 20) : 0);
     const work = (async () => {
       await new Promise((r) => setTimeout(r, cold));
       return JSON.parse(

@@ -100,11 +100,12 @@ describe('the fan-out under a Lambda-like runner (orphans, kills, throttled Invo
   });
 
   it("is what the fence buys: with no wait past an orphan's deadline, frames come out of order", async () => {
-    const orphans = { ...UNKIND, orphan: 0.3, kill: 0, throttle: 0, postMs: 6 };
+    // Orphans that post well after their caller went on (the next frames are under way).
+    const orphans = { ...UNKIND, orphan: 0.3, kill: 0, throttle: 0, postMs: 6, orphanLagMs: 150 };
     const unfenced = {
-      rootBudgetMs: 400,
+      rootBudgetMs: 2_000,
       levelReserveMs: 100,
-      fenceMs: -400,
+      fenceMs: -2_000,
       refusedBackoffMs: 2,
     };
     const results = await Promise.all(
